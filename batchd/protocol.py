@@ -1,0 +1,113 @@
+"""The message schema shared by the daemon (`batchd/api.py`) and the commands (`cli/`).
+
+This module is imported by the Slurm-named commands, so it must stay cheap: no
+dataclasses, no third-party imports. Every message is a JSON object; the keys below
+are the contract. Times are unix seconds (float), durations are seconds (int) with
+`None` meaning "not set" and `-1` meaning UNLIMITED, memory is MiB.
+
+Transport
+---------
+HTTP/1.1 over the daemon's Unix socket, paths under `/v1/`. The daemon learns the
+caller's uid/gid from SO_PEERCRED. Every error reply has the envelope
+
+    {"error": {"code": "InvalidAccount", "message": "Invalid account or account/partition combination specified", "exit": 1}}
+
+and an HTTP status >= 400. `message` is printed by the command as `<prog>: error: <message>`
+(sbatch prints `sbatch: error: Batch job submission failed: <message>` for submit
+rejections, as Slurm does); `exit` is the exit code Slurm uses for that case.
+
+Endpoints
+---------
+GET  /v1/ping                      -> {"cluster": str, "version": str}
+POST /v1/jobs                      body {"spec": JOB_SPEC}
+                                   -> {"job_id": int, "array_task_ids": [int] | None}
+                                   with spec["test_only"]: {"job_id": None, "start_time": float,
+                                   "nodes": str, "partition": str} (nothing stored)
+GET  /v1/jobs?QUERY                -> {"jobs": [JOB_VIEW]} ; QUERY keys (all optional, lists comma
+                                   separated): ids (job ids or `123_4` array tasks), users, accounts,
+                                   partitions, states, names, qos; `all=1` also returns finished
+                                   jobs still in memory (squeue shows only PENDING/RUNNING/...).
+POST /v1/jobs/signal               body {"ids": [str], "filters": {users, accounts, names, states,
+                                   partitions}, "signal": int | None, "batch_only": bool}
+                                   signal None = cancel. -> {"done": [str], "errors": [{"id", "message"}]}
+POST /v1/jobs/hold | /v1/jobs/release | /v1/jobs/requeue
+                                   body {"ids": [str]} -> {"done": [...], "errors": [...]}
+POST /v1/jobs/update               body {"ids": [str], "changes": {"time_limit_s", "nice",
+                                   "account", "name", "comment", "partition", "qos"}}
+GET  /v1/accounting?QUERY          -> {"records": [ACCT_ROW]}; QUERY: ids, users, accounts, states,
+                                   start, end (unix), all_users=1, duplicates=1
+GET  /v1/nodes                     -> {"nodes": [NODE_VIEW], "partitions": [PARTITION_VIEW]}
+GET  /v1/snapshot                  -> the scheduler snapshot of DESIGN.md section 5 (plus "users",
+                                   "usage"); used by `batchd plan --dump`, sshare and sprio.
+GET  /v1/priorities                -> {"jobs": [PRIORITY_VIEW], "weights": {...}} (sprio)
+GET  /v1/shares                    -> {"rows": [SHARE_ROW]} (sshare)
+
+JOB_SPEC (what sbatch/bsub send; built by cli/slurmopts.py, checked by batchd/jobspec.py)
+---------------------------------------------------------------------------------------
+name: str                 job name (-J); default: script file name, "wrap" for --wrap, "sbatch" for stdin
+script: str               the script text (for --wrap: "#!/bin/sh\\n# This script was created by sbatch --wrap.\\n\\nCMD\\n")
+script_path: str | None   path as given on the command line (for %x / name)
+argv: [str]               arguments after the script
+workdir: str              absolute; -D/--chdir resolved against the submit dir
+submit_dir: str           absolute cwd of sbatch
+environment: {str: str}   the environment the job gets before SLURM_* are added (after --export)
+export: str               the raw --export value ("ALL" default)
+account, partition, qos, comment, reservation, constraint: str | None
+time_limit_s: int | None  None = partition default; -1 UNLIMITED
+time_min_s: int | None
+nodes_min, nodes_max: int | None
+ntasks: int | None; ntasks_per_node: int | None; cpus_per_task: int | None
+mem_mb: int | None (per node); mem_per_cpu_mb, mem_per_gpu_mb: int | None
+gres: [{"name": "gpu"|"shard", "type": str | None, "count": int}]   per node (--gres)
+gpus: {"type": str | None, "count": int} | None                      total (--gpus / -G)
+gpus_per_node, gpus_per_task: {"type", "count"} | None
+cpus_per_gpu: int | None
+output, error, input: str | None   raw patterns (%j ...)
+open_mode: "truncate" | "append"
+array: str | None         raw --array value, e.g. "0-15:4%2"
+dependency: str | None    raw --dependency value
+begin_time: float | None
+hold: bool; nice: int; requeue: bool | None; exclusive: bool
+signal: {"signal": int, "time_s": int, "batch_only": bool} | None
+mail_type, mail_user: ignored but stored
+test_only: bool
+wait: bool                sbatch -W (the command then polls the job)
+lsf: bool                 submitted by bsub (only changes messages)
+
+JOB_VIEW (squeue, scontrol show job, bjobs)
+-------------------------------------------
+id: int; array_job_id: int | None; array_task_id: int | None; array_task_str: str | None
+  (for a pending array master: "[4-7%2]"); display_id: str ("123_4", "123_[4-7]" or "123")
+name, user, uid, gid, group, account, partition, qos, state, reason: str
+priority: int; nice: int; submit_time, eligible_time, start_time, end_time: float | None
+time_limit_s: int | None (-1 UNLIMITED); run_time_s: int
+nodes: int; node_list: str; ntasks: int; cpus: int; mem_mb: int
+tres_req, tres_alloc: str (Slurm's "cpu=2,mem=4G,node=1,billing=6,gres/gpu=2")
+gres: {node: [gpu indices]} ; gpus_str: "gpu:h200:2(IDX:0-1)"
+workdir, stdout, stderr, command: str; dependency: str | None; requeue: bool; restarts: int
+exit_code: str ("0:0"); derived_exit_code: str; comment: str | None; batch_host: str | None
+start_estimate: float | None (squeue --start)
+
+ACCT_ROW (sacct): one row per job run and per step ("batch", "extern")
+------------------------------------------------------------------------
+job_id: str ("123", "123.batch", "123_4"), job_id_raw: str, name, user, uid, group, account, partition,
+qos, state, exit_code ("0:0"), derived_exit_code, submit, eligible, start, end: float | None,
+elapsed_s: int, time_limit_s, alloc_tres, req_tres: str, node_list, nnodes, ncpus, ntasks,
+restarts, workdir, comment, reason, priority, alloc_cpus, req_mem, billing: int
+
+NODE_VIEW (sinfo, scontrol show node)
+-------------------------------------
+name, state ("IDLE", "MIXED", "ALLOCATED", "DRAINED", "DOWN", ...), reason, cpus, cpus_alloc,
+memory_mb, memory_alloc_mb, gres ("gpu:h200:4"), gres_used ("gpu:h200:2(IDX:0-1)"),
+partitions: [str], features: [str]
+
+PARTITION_VIEW: name, default: bool, nodes: [str], max_time_s: int (-1 UNLIMITED),
+default_time_s: int | None, state ("UP"), priority_job_factor: int
+"""
+
+PROTOCOL_VERSION = 1
+API_PREFIX = "/v1"
+
+JOB_STATES_ACTIVE = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "REQUEUED")
+JOB_STATES_FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL",
+                    "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")
