@@ -1,0 +1,430 @@
+"""The per-run supervisor: `python -m batchd.supervisor [--detach] JOBDIR`.
+
+Started by `batchd.launcher.launch` in a new session and forked once more (`--detach`),
+so that it is neither the daemon's child nor in its process group: a daemon that dies
+(even by `kill -9`) or a Ctrl-C in its terminal never reaches the job. It depends on
+nothing but the job directory.
+
+It forks the job, which puts itself in a new session (its pid is its process group),
+drops to the user's groups, gid and uid (in that order) when the supervisor is root,
+opens stdin/stdout/stderr and changes to the working directory *as the user*, and execs
+the script (`/bin/bash script argv...` when it has no `#!` line). The job execs only
+after `started.json` is on disk, so a job that ran always has a record.
+
+While the job runs, the supervisor enforces the time limit (the `--signal` signal at
+its time, SIGTERM at the limit, SIGKILL `kill_wait_s` later: TIMEOUT), the memory limit
+(RSS of the whole process tree, sampled every MEM_POLL_S seconds: OUT_OF_MEMORY) and the
+daemon's control requests (woken by SIGUSR1, and rescanned every second). It is a child
+subreaper, so processes that leave the job's process group are still found and killed
+when the job ends. It reaps the batch shell with `os.wait4` and writes `exit.json`.
+It ignores SIGINT, SIGHUP and SIGTERM: only SIGKILL ends it early (the run is then LOST).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import logging
+import os
+import select
+import signal
+import sys
+import time
+from typing import Any, NoReturn
+
+import psutil
+
+from batchd.launcher import (
+    CONTROL_PREFIX,
+    EXIT,
+    LOCK,
+    REASON_STATE,
+    REQUEST,
+    SCRIPT,
+    STARTED,
+    LaunchRequest,
+    boot_id,
+    read_json,
+    start_ticks,
+    write_json_atomic,
+)
+
+log = logging.getLogger(__name__)
+
+#: Interval between RSS samples of the job's process tree when a memory limit is set (s).
+MEM_POLL_S = 0.25
+#: Interval between scans of the job directory for control requests (s).
+CONTROL_SCAN_S = 1.0
+#: How long to wait for leftover processes to die after the batch shell ended (s).
+LEFTOVER_WAIT_S = 2.0
+#: Variables of the daemon's own service that never reach a job.
+DAEMON_ONLY_ENV = ("INVOCATION_ID", "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES",
+                   "JOURNAL_STREAM", "WATCHDOG_USEC", "WATCHDOG_PID")
+_PR_SET_CHILD_SUBREAPER = 36
+_RESET_SIGNALS = (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD,
+                  signal.SIGUSR1, signal.SIGXFSZ, signal.SIGQUIT)
+
+
+def _set_subreaper() -> None:
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _exec_job(req: LaunchRequest, script: str, go_r: int, err_w: int) -> None:
+    """Child side of the fork: never returns (execs or `_exit`s).
+
+    Failures before exec are written to `err_w` (read by the supervisor) and, once the
+    stderr file is open, into it, Slurm style; the child then exits 1 (job FAILED).
+    """
+    stderr_open = False
+
+    def fail(msg: str) -> NoReturn:
+        with contextlib.suppress(OSError):
+            os.write(err_w, msg.encode())
+        if stderr_open:
+            with contextlib.suppress(OSError):
+                os.write(2, f"batchd: error: {msg}\n".encode())
+        os._exit(1)
+
+    try:
+        os.setsid()
+        for sig in _RESET_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        if os.read(go_r, 1) != b"g":
+            os._exit(127)  # the supervisor died before recording the start
+        if os.geteuid() == 0:
+            groups = req.groups if req.groups is not None else os.getgrouplist(req.user, req.gid)
+            os.setgroups(groups)
+            os.setgid(req.gid)
+            os.setuid(req.uid)
+        os.umask(int(req.env.get("SLURM_UMASK", "0022"), 8) & 0o777)
+        # Opened after dropping privileges: a user can never make root write or read a file.
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if req.open_mode == "append" else os.O_TRUNC)
+        paths = [os.path.join(req.workdir, p) for p in (req.stdout, req.stderr or req.stdout)]
+        try:
+            fin = os.open(req.stdin or "/dev/null", os.O_RDONLY)
+        except OSError as exc:
+            fail(f"couldn't open input file {req.stdin}: {exc.strerror}")
+        try:
+            fout = os.open(paths[0], flags, 0o666)
+            ferr = fout if paths[1] == paths[0] else os.open(paths[1], flags, 0o666)
+        except OSError as exc:
+            fail(f"couldn't open output file {exc.filename}: {exc.strerror}")
+        os.dup2(fin, 0)
+        os.dup2(fout, 1)
+        os.dup2(ferr, 2)
+        stderr_open = True
+        try:
+            os.chdir(req.workdir)
+        except OSError as exc:
+            fail(f"couldn't chdir to `{req.workdir}': {exc.strerror}: job FAILED")
+        env = {k: v for k, v in req.env.items() if k not in DAEMON_ONLY_ENV}
+        try:
+            with open(script, "rb") as fh:
+                shebang = fh.read(2) == b"#!"
+            if shebang:
+                os.execve(script, [script, *req.argv], env)
+            os.execve("/bin/bash", ["/bin/bash", script, *req.argv], env)
+        except OSError as exc:
+            fail(f"execve(): {script}: {exc.strerror}")
+    except BaseException as exc:  # nothing may return into the supervisor's code
+        fail(f"job setup failed: {exc}")
+    finally:
+        os._exit(1)
+
+
+class Supervisor:
+    """Runs one job of one job directory to its end; see the module docstring."""
+
+    def __init__(self, jobdir: str, ready_fd: int | None) -> None:
+        self.jobdir = jobdir
+        self.ready_fd = ready_fd
+        self.req: LaunchRequest | None = None
+        self.child = 0
+        self.start_time = 0.0
+        self.t0 = 0.0
+        self.requested: str | None = None
+        self.kill_at: float | None = None
+        self.error = b""
+        self.peak_rss_kb = 0
+
+    # ------------------------------------------------------------ helpers
+    def _path(self, name: str) -> str:
+        return os.path.join(self.jobdir, name)
+
+    def _notify(self, answer: bytes) -> None:
+        if self.ready_fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(self.ready_fd, answer)
+                os.close(self.ready_fd)
+            self.ready_fd = None
+
+    def _tree(self) -> list[psutil.Process]:
+        """Every live descendant of the supervisor (the job and what it left behind)."""
+        try:
+            return psutil.Process().children(recursive=True)
+        except psutil.Error:
+            return []
+
+    def _signal_job(self, sig: int, batch_only: bool = False) -> None:
+        """`sig` to the batch shell only, or to its process group and every other
+        descendant (processes that left the group). Gone processes are ignored."""
+        if batch_only:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.child, sig)
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.child, sig)
+        for proc in self._tree():
+            with contextlib.suppress(ProcessLookupError, PermissionError, psutil.Error):
+                if os.getpgid(proc.pid) != self.child:
+                    os.kill(proc.pid, sig)
+
+    # ------------------------------------------------------------ requests
+    def _begin_termination(self, reason: str, sig: int, grace_s: float, batch_only: bool = False) -> None:
+        if self.requested is None:
+            self.requested = reason
+        log.info("job signalled job_id=%s reason=%s signal=%s grace_s=%s",
+                 self.req.job_id if self.req else "?", reason, sig, grace_s)
+        self._signal_job(sig, batch_only)
+        if sig not in (signal.SIGKILL, signal.SIGCONT, signal.SIGSTOP):
+            self._signal_job(signal.SIGCONT, batch_only)  # a stopped job must see it
+        deadline = time.monotonic() + max(0.0, grace_s)
+        self.kill_at = deadline if self.kill_at is None else min(self.kill_at, deadline)
+
+    def _handle_controls(self) -> None:
+        assert self.req is not None
+        names = sorted(n for n in os.listdir(self.jobdir)
+                       if n.startswith(CONTROL_PREFIX) and n.endswith(".json"))
+        for name in names:
+            try:
+                data = read_json(self._path(name))
+                os.unlink(self._path(name))
+            except (OSError, ValueError) as exc:
+                log.warning("control request unreadable file=%s error=%s", name, exc)
+                continue
+            if not data:
+                continue
+            log.info("control request %s", data)
+            sig = int(data.get("signal") or signal.SIGTERM)
+            if data.get("action") == "terminate" and data.get("reason") in REASON_STATE:
+                grace = data.get("grace_s")
+                self._begin_termination(data["reason"], sig, self.req.kill_wait_s if grace is None else grace,
+                                        bool(data.get("batch_only")))
+            elif data.get("action") == "signal":
+                self._signal_job(sig, bool(data.get("batch_only")))
+
+    def _check_memory(self) -> None:
+        assert self.req is not None and self.req.mem_limit_mb is not None
+        rss = 0
+        for proc in self._tree():
+            with contextlib.suppress(psutil.Error):
+                rss += proc.memory_info().rss
+        self.peak_rss_kb = max(self.peak_rss_kb, rss // 1024)
+        if rss > self.req.mem_limit_mb * 1024 * 1024 and self.requested != "oom":
+            log.info("job over memory limit rss_mb=%s limit_mb=%s", rss >> 20, self.req.mem_limit_mb)
+            self.requested = "oom"
+            self._signal_job(signal.SIGKILL)
+            self.kill_at = time.monotonic() + 1.0
+
+    # ------------------------------------------------------------ reaping
+    def _reap(self, block: bool = False) -> tuple[int, Any] | None:
+        """Reap adopted orphans; return (status, rusage) once the batch shell is reaped."""
+        while True:
+            flags = os.WEXITED | os.WNOWAIT | (0 if block else os.WNOHANG)
+            try:
+                info = os.waitid(os.P_ALL, 0, flags)
+            except ChildProcessError:
+                return None
+            except InterruptedError:
+                continue
+            if info is None or info.si_pid == 0:
+                return None
+            if info.si_pid == self.child:
+                _pid, status, rusage = os.wait4(self.child, 0)
+                return status, rusage
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(info.si_pid, 0)
+
+    def _kill_leftovers(self) -> None:
+        """SIGKILL what the batch shell left behind, and reap it (bounded wait)."""
+        deadline = time.monotonic() + LEFTOVER_WAIT_S
+        while time.monotonic() < deadline:
+            self._signal_job(signal.SIGKILL)
+            while True:
+                try:
+                    pid, _ = os.waitpid(-1, os.WNOHANG)
+                except ChildProcessError:
+                    return
+                if pid == 0:
+                    break
+            time.sleep(0.02)
+
+    # ------------------------------------------------------------ main
+    def _fail_before_start(self, message: str) -> int:
+        now = time.time()
+        write_json_atomic(self._path(EXIT), {
+            "pid": 0, "final_state": "FAILED", "exit_code": 1, "signal": 0, "start_time": now,
+            "end_time": now, "rusage": {}, "requested": None, "error": message})
+        self._notify(b"F")
+        return 1
+
+    def run(self) -> int:
+        for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_IGN)
+        if os.path.exists(self._path(EXIT)) or os.path.exists(self._path(STARTED)):
+            log.error("run already started jobdir=%s", self.jobdir)
+            self._notify(b"S")
+            return 2
+        try:
+            self.req = req = LaunchRequest.from_json(read_json(self._path(REQUEST)) or {})
+        except (OSError, TypeError, ValueError) as exc:
+            return self._fail_before_start(f"unreadable launch request: {exc}")
+        _set_subreaper()
+        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.signal(signal.SIGUSR1, lambda *_: None)
+        go_r, go_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            self.child = os.fork()
+        except OSError as exc:
+            return self._fail_before_start(f"fork failed: {exc}")
+        if self.child == 0:
+            _exec_job(req, self._path(SCRIPT), go_r, err_w)
+        os.close(go_r)
+        os.close(err_w)
+        self.t0 = time.monotonic()
+        self.start_time = time.time()
+        try:
+            create_time = psutil.Process(self.child).create_time()
+        except psutil.Error:
+            create_time = self.start_time
+        me = psutil.Process()
+        write_json_atomic(self._path(STARTED), {
+            "pid": self.child, "pgid": self.child, "start_time": self.start_time, "create_time": create_time,
+            "start_ticks": start_ticks(self.child), "supervisor_pid": os.getpid(),
+            "supervisor_start_time": me.create_time(), "supervisor_start_ticks": start_ticks(os.getpid()),
+            "boot_id": boot_id()})
+        os.write(go_w, b"g")
+        os.close(go_w)
+        self._notify(b"S")
+        log.info("job started job_id=%s run=%s pid=%s uid=%s", req.job_id, req.run, self.child, req.uid)
+        status, rusage = self._loop(wake_r, err_r)
+        end_time = time.time()
+        self._kill_leftovers()
+        self._write_exit(status, rusage, end_time)
+        return 0
+
+    def _loop(self, wake_r: int, err_r: int) -> tuple[int, Any]:
+        assert self.req is not None
+        req = self.req
+        limit = req.time_limit_s if req.time_limit_s is not None and req.time_limit_s > 0 else None
+        limit_at = self.t0 + limit if limit else None
+        sig_at = None
+        if limit and req.signal:
+            sig_at = self.t0 + max(0, limit - int(req.signal[1]))
+        next_ctl = self.t0
+        next_mem = self.t0 if req.mem_limit_mb is not None else None
+        fds = [wake_r, err_r]
+        while True:
+            reaped = self._reap()
+            if reaped is not None:
+                with contextlib.suppress(OSError):
+                    self.error += os.read(err_r, 4096)
+                return reaped
+            now = time.monotonic()
+            if now >= next_ctl:
+                self._handle_controls()
+                next_ctl = now + CONTROL_SCAN_S
+            if sig_at is not None and now >= sig_at:
+                log.info("job signal before time limit signal=%s", req.signal)
+                self._signal_job(int(req.signal[0]) if req.signal else signal.SIGTERM)
+                sig_at = None
+            if limit_at is not None and now >= limit_at:
+                limit_at = None
+                if self.requested is None:
+                    self._begin_termination("timeout", signal.SIGTERM, req.kill_wait_s)
+            if self.kill_at is not None and now >= self.kill_at:
+                self._signal_job(signal.SIGKILL)
+                self.kill_at = now + 1.0  # again, for processes stuck in the kernel
+            if next_mem is not None and now >= next_mem:
+                self._check_memory()
+                next_mem = now + MEM_POLL_S
+            deadlines = [t for t in (next_ctl, sig_at, limit_at, self.kill_at, next_mem) if t is not None]
+            timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else 1.0
+            readable, _, _ = select.select(fds, [], [], min(timeout, 1.0))
+            if wake_r in readable:
+                with contextlib.suppress(BlockingIOError):
+                    data = os.read(wake_r, 256)
+                    if int(signal.SIGUSR1) in data:
+                        next_ctl = 0.0
+            if err_r in readable:
+                chunk = os.read(err_r, 4096)
+                self.error += chunk
+                if not chunk:
+                    fds.remove(err_r)
+
+    def _write_exit(self, status: int, rusage: Any, end_time: float) -> None:
+        assert self.req is not None
+        exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 0
+        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
+        if self.requested == "oom":
+            final = "OUT_OF_MEMORY"
+        elif self.requested in REASON_STATE:
+            final = REASON_STATE[self.requested]
+        elif exit_code == 0 and sig == 0 and not self.error:
+            final = "COMPLETED"
+        else:
+            final = "FAILED"
+        usage: dict[str, float] = {
+            "max_rss_kb": rusage.ru_maxrss, "user_cpu_s": rusage.ru_utime, "sys_cpu_s": rusage.ru_stime}
+        if self.peak_rss_kb:
+            usage["peak_tree_rss_kb"] = self.peak_rss_kb
+        write_json_atomic(self._path(EXIT), {
+            "pid": self.child, "pgid": self.child, "final_state": final, "exit_code": exit_code,
+            "signal": sig, "start_time": self.start_time, "end_time": end_time, "rusage": usage,
+            "requested": self.requested, "error": self.error.decode(errors="replace") or None})
+        log.info("job exited job_id=%s run=%s state=%s exit=%s:%s", self.req.job_id, self.req.run,
+                 final, exit_code, sig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; see the module docstring. Returns the supervisor's exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    detach = "--detach" in args
+    lock_fd = ready_fd = None
+    rest = []
+    for arg in args:
+        if arg.startswith("--lock-fd="):
+            lock_fd = int(arg.split("=", 1)[1])
+        elif arg.startswith("--ready-fd="):
+            ready_fd = int(arg.split("=", 1)[1])
+        elif arg != "--detach":
+            rest.append(arg)
+    if len(rest) != 1:
+        print("usage: python -m batchd.supervisor [--detach] JOBDIR", file=sys.stderr)
+        return 2
+    jobdir = os.path.abspath(rest[0])
+    if detach and os.fork() != 0:
+        os._exit(0)  # the launcher reaps this intermediate; the supervisor is re-parented
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s supervisor[{os.getpid()}] %(message)s")
+    for fd in (lock_fd, ready_fd):
+        if fd is not None:
+            os.set_inheritable(fd, False)  # the job must not inherit them
+    if lock_fd is None:
+        lock_fd = os.open(os.path.join(jobdir, LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.error("another supervisor holds %s", jobdir)
+            return 2
+    return Supervisor(jobdir, ready_fd).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
