@@ -147,7 +147,8 @@ class GpuSampler:
 
     def __init__(self, nvml: Any = None) -> None:
         if nvml is None:
-            import pynvml as nvml
+            import pynvml  # type: ignore[import-untyped]
+            nvml = pynvml
         self.nvml = nvml
         self.nvml.nvmlInit()        # raises NVMLError when there is no driver: caller decides
         self.handles: dict[str, Any] = {}

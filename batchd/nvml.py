@@ -329,9 +329,9 @@ def _links(nvml: Any, inv: Inventory, handles: dict[int, Any]) -> None:
             except nvml.NVMLError:
                 continue
             remote = remote.decode() if isinstance(remote, bytes) else str(remote)
-            j = by_bus.get(remote.lower())
-            if j is not None and j != i and j in handles:
-                inv.nvlink[i][j] = (inv.nvlink[i][j] or 0) + 1
+            peer = by_bus.get(remote.lower())
+            if peer is not None and peer != i and peer in handles:
+                inv.nvlink[i][peer] = (inv.nvlink[i][peer] or 0) + 1
     for i, hi in handles.items():
         for j, hj in handles.items():
             if j <= i:
@@ -356,7 +356,7 @@ def discover(aliases: dict[str, str] | None = None, nvml: Any = None) -> Invento
     inv = Inventory()
     if nvml is None:
         try:
-            import pynvml as nvml_mod
+            import pynvml as nvml_mod  # type: ignore[import-untyped]
         except ImportError as e:
             inv.reason = f"pynvml not importable ({e}); install nvidia-ml-py"
             log.warning("gpu discovery: no GPUs: %s", inv.reason)
