@@ -87,6 +87,10 @@ gres: {node: [gpu indices]} ; gpus_str: "gpu:h200:2(IDX:0-1)"
 workdir, stdout, stderr, command: str; dependency: str | None; requeue: bool; restarts: int
 exit_code: str ("0:0"); derived_exit_code: str; comment: str | None; batch_host: str | None
 start_estimate: float | None (squeue --start)
+Array jobs: every task is its own JOB_VIEW (id = its own job id, array_job_id = the master id,
+array_task_id = the index; the last task keeps the master id, the others take the ids after it).
+The daemon never collapses them: squeue collapses PENDING tasks of one array that share a reason
+into one `123_[4-7]` line (unless -r), as Slurm shows them.
 
 ACCT_ROW (sacct): one row per job run and per step ("batch", "extern")
 ------------------------------------------------------------------------

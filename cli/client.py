@@ -52,7 +52,7 @@ def _quote(s):
         if ch.isalnum() or ch in "-_.~,:[]%":
             out.append(ch)
         else:
-            out.extend("%%%02X" % b for b in ch.encode())
+            out.extend(f"%{b:02X}" for b in ch.encode())
     return "".join(out)
 
 

@@ -1,0 +1,277 @@
+"""All SQL of batchd. One public method = one transaction; methods take and return the
+plain dataclasses of `batchd.model`, never ORM rows.
+
+SQLite (embedded default, WAL, file mode 0600, only the daemon opens it) and
+PostgreSQL (several nodes) run the same code.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, delete, event, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from batchd.model import Account, Job, Node, UsageRec, from_row
+from batchd.store.tables import (
+    AccountRow,
+    Association,
+    AuditRow,
+    JobRow,
+    Meta,
+    NodeRow,
+    UsageRecord,
+    UsageState,
+)
+
+log = logging.getLogger(__name__)
+
+ACTIVE_STATES = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING")
+
+
+def make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[1] if "///" in url else ""
+        if path and path != ":memory:":
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            if not os.path.exists(path):
+                fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+                os.close(fd)
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _rec: Any) -> None:
+            # take the write lock at BEGIN so that read-then-write transactions never
+            # deadlock with each other (SQLite's default deferred BEGIN can)
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Any) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+
+
+class Store:
+    def __init__(self, url: str, engine: Engine | None = None):
+        self.url = url
+        self.engine = engine or make_engine(url)
+        self._session = sessionmaker(self.engine, expire_on_commit=False)
+
+    @contextmanager
+    def tx(self) -> Iterator[Session]:
+        with self._session.begin() as s:
+            yield s
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # ------------------------------------------------------------------ meta
+    def next_job_ids(self, n: int) -> int:
+        """Reserve `n` consecutive job ids; return the first."""
+        with self.tx() as s:
+            row = s.get(Meta, "next_job_id", with_for_update=True)
+            if row is None:
+                row = Meta(key="next_job_id", value=1)
+                s.add(row)
+                s.flush()
+            first = row.value
+            row.value = first + n
+            return first
+
+    # ------------------------------------------------------------------ jobs
+    def insert_jobs(self, jobs: list[Job]) -> None:
+        with self.tx() as s:
+            for j in jobs:
+                s.add(JobRow(**{k: getattr(j, k) for k in _job_fields()}))
+
+    def get_job(self, job_id: int) -> Job | None:
+        with self.tx() as s:
+            row = s.get(JobRow, job_id)
+            return None if row is None else from_row(Job, row)
+
+    def list_jobs(self, *, states: Iterable[str] | None = None, ids: Iterable[int] | None = None,
+                  array_job_ids: Iterable[int] | None = None, since: float | None = None) -> list[Job]:
+        """Jobs ordered by id. `since`: only jobs that ended at or after it, or have not ended."""
+        q = select(JobRow).order_by(JobRow.id)
+        if states is not None:
+            q = q.where(JobRow.state.in_(list(states)))
+        if ids is not None:
+            idl = list(ids)
+            aids = list(array_job_ids or [])
+            if aids:
+                q = q.where(JobRow.id.in_(idl) | JobRow.array_job_id.in_(aids))
+            else:
+                q = q.where(JobRow.id.in_(idl))
+        elif array_job_ids is not None:
+            q = q.where(JobRow.array_job_id.in_(list(array_job_ids)))
+        if since is not None:
+            q = q.where((JobRow.end_time.is_(None)) | (JobRow.end_time >= since))
+        with self.tx() as s:
+            return [from_row(Job, r) for r in s.scalars(q)]
+
+    def update_job(self, job_id: int, expect_states: Iterable[str] | None = None, **changes: Any) -> bool:
+        """Set fields of one job; with `expect_states`, only if its state is one of them
+        (compare-and-set). True when a row changed."""
+        q = update(JobRow).where(JobRow.id == job_id)
+        if expect_states is not None:
+            q = q.where(JobRow.state.in_(list(expect_states)))
+        with self.tx() as s:
+            return s.execute(q.values(**changes)).rowcount > 0  # type: ignore[attr-defined]
+
+    def update_jobs(self, changes: list[tuple[int, tuple[str, ...] | None, dict[str, Any]]]) -> list[int]:
+        """Several compare-and-set job updates in one transaction; returns the ids changed."""
+        done = []
+        with self.tx() as s:
+            for job_id, expect, vals in changes:
+                q = update(JobRow).where(JobRow.id == job_id)
+                if expect is not None:
+                    q = q.where(JobRow.state.in_(list(expect)))
+                if s.execute(q.values(**vals)).rowcount:  # type: ignore[attr-defined]
+                    done.append(job_id)
+        return done
+
+    def finish_run(self, job_id: int, run: int, job_changes: dict[str, Any], usage: UsageRec | None) -> bool:
+        """End one run of a job: write its usage record (at most once per (job, run)) and
+        the job's new state, in one transaction. False when the run was already recorded."""
+        with self.tx() as s:
+            if usage is not None:
+                exists = s.scalar(select(UsageRecord.id).where(UsageRecord.job_id == job_id,
+                                                               UsageRecord.run == run))
+                if exists is not None:
+                    return False
+                s.add(UsageRecord(**usage.__dict__))
+            s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.restarts == run).values(**job_changes))
+            return True
+
+    def has_usage(self, job_id: int, run: int) -> bool:
+        with self.tx() as s:
+            return s.scalar(select(UsageRecord.id).where(UsageRecord.job_id == job_id,
+                                                         UsageRecord.run == run)) is not None
+
+    def list_usage(self, *, job_ids: Iterable[int] | None = None, start: float | None = None,
+                   end: float | None = None) -> list[UsageRec]:
+        """Usage records ordered by (job_id, run); with start/end only runs overlapping it."""
+        q = select(UsageRecord).order_by(UsageRecord.job_id, UsageRecord.run)
+        if job_ids is not None:
+            q = q.where(UsageRecord.job_id.in_(list(job_ids)))
+        if start is not None:
+            q = q.where(UsageRecord.end_time >= start)
+        if end is not None:
+            q = q.where(UsageRecord.start_time <= end)
+        with self.tx() as s:
+            return [from_row(UsageRec, r) for r in s.scalars(q)]
+
+    # ------------------------------------------------------------------ accounts
+    def ensure_default_account(self) -> None:
+        with self.tx() as s:
+            if s.get(AccountRow, "root") is None:
+                s.add(AccountRow(name="root", parent=None, priority=100, shares=1, resources={},
+                                 created=time.time()))
+            if s.get(AccountRow, "default") is None:
+                s.add(AccountRow(name="default", parent="root", priority=100, shares=1, resources={},
+                                 created=time.time()))
+
+    def list_accounts(self) -> list[Account]:
+        with self.tx() as s:
+            return [from_row(Account, r) for r in s.scalars(select(AccountRow).order_by(AccountRow.created,
+                                                                                        AccountRow.name))]
+
+    def put_account(self, acct: Account, uid: int = 0) -> None:
+        with self.tx() as s:
+            row = s.get(AccountRow, acct.name)
+            if row is None:
+                s.add(AccountRow(name=acct.name, parent=acct.parent, priority=acct.priority,
+                                 shares=acct.shares, resources=acct.resources, created=time.time()))
+            else:
+                row.parent, row.priority, row.shares, row.resources = (acct.parent, acct.priority,
+                                                                       acct.shares, acct.resources)
+            s.add(AuditRow(time=time.time(), uid=uid, action="account.put",
+                           detail=json.dumps(acct.__dict__, sort_keys=True)))
+
+    def list_associations(self) -> list[dict[str, Any]]:
+        with self.tx() as s:
+            return [{"user": a.user, "account": a.account, "shares": a.shares, "is_default": a.is_default}
+                    for a in s.scalars(select(Association).order_by(Association.account, Association.user))]
+
+    def put_association(self, user: str, account: str, shares: int | None = 1, is_default: bool = False,
+                        uid: int = 0) -> None:
+        with self.tx() as s:
+            row = s.get(Association, (user, account))
+            if row is None:
+                s.add(Association(user=user, account=account, shares=shares, is_default=is_default))
+            else:
+                row.shares, row.is_default = shares, is_default
+            s.add(AuditRow(time=time.time(), uid=uid, action="association.put",
+                           detail=json.dumps({"user": user, "account": account, "shares": shares})))
+
+    # ------------------------------------------------------------------ nodes
+    def upsert_node(self, node: Node) -> None:
+        """Register or refresh a node's inventory and heartbeat; an admin-set state
+        (DRAIN, DOWN with a reason) is kept."""
+        with self.tx() as s:
+            row = s.get(NodeRow, node.name)
+            if row is None:
+                s.add(NodeRow(**node.__dict__))
+            else:
+                row.cpus, row.memory_mb, row.gpus, row.heartbeat = (node.cpus, node.memory_mb, node.gpus,
+                                                                    node.heartbeat)
+                if row.state == "DOWN" and not row.reason:
+                    row.state = "IDLE"
+
+    def list_nodes(self) -> list[Node]:
+        with self.tx() as s:
+            return [from_row(Node, r) for r in s.scalars(select(NodeRow).order_by(NodeRow.name))]
+
+    def delete_nodes_except(self, names: list[str]) -> None:
+        with self.tx() as s:
+            s.execute(delete(NodeRow).where(NodeRow.name.not_in(names)))
+
+    # ------------------------------------------------------------------ fair-share usage
+    def get_usage_state(self) -> dict[str, tuple[float, float]]:
+        with self.tx() as s:
+            return {r.key: (r.usage, r.updated) for r in s.scalars(select(UsageState))}
+
+    def put_usage_state(self, values: dict[str, tuple[float, float]]) -> None:
+        with self.tx() as s:
+            for key, (usage, updated) in values.items():
+                row = s.get(UsageState, key)
+                if row is None:
+                    s.add(UsageState(key=key, usage=usage, updated=updated))
+                else:
+                    row.usage, row.updated = usage, updated
+
+    # ------------------------------------------------------------------ audit
+    def audit(self, uid: int, action: str, detail: dict[str, Any]) -> None:
+        with self.tx() as s:
+            s.add(AuditRow(time=time.time(), uid=uid, action=action, detail=json.dumps(detail, sort_keys=True)))
+
+    def list_audit(self) -> list[dict[str, Any]]:
+        with self.tx() as s:
+            return [{"time": r.time, "uid": r.uid, "action": r.action, "detail": json.loads(r.detail)}
+                    for r in s.scalars(select(AuditRow).order_by(AuditRow.id))]
+
+
+_JOB_FIELDS: list[str] = []
+
+
+def _job_fields() -> list[str]:
+    if not _JOB_FIELDS:
+        from dataclasses import fields
+
+        _JOB_FIELDS.extend(f.name for f in fields(Job))
+    return _JOB_FIELDS

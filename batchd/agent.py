@@ -1,0 +1,231 @@
+"""The node agent: launches the jobs the controller placed on its nodes, forwards
+cancel/preempt/signal requests to their supervisors, and records each run's end.
+
+Every step is idempotent and driven by the store plus the spool, so a restarted
+daemon (even after `kill -9`) re-adopts live runs, collects finished ones and never
+starts a run twice: a run is launched only when its spool directory does not exist,
+and its usage record is keyed by (job_id, run).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pwd
+import signal as _signal
+import time
+from typing import Any
+
+from batchd import jobenv, launcher
+from batchd.config import Config
+from batchd.model import Job, UsageRec
+from batchd.store import Store
+from batchd.tres import parse_tres
+
+log = logging.getLogger(__name__)
+
+# scontrol requeue holds the job this long before it may start again (Slurm's behaviour)
+REQUEUE_HOLD_S = 120
+
+
+class Agent:
+    def __init__(self, cfg: Config, store: Store, node_names: list[str], on_change: Any = None):
+        self.cfg = cfg
+        self.store = store
+        self.nodes = set(node_names)
+        self.spool = cfg.spool_dir()
+        os.makedirs(self.spool, mode=0o700, exist_ok=True)
+        self.on_change = on_change or (lambda: None)
+        self._sent: dict[tuple[int, int], str] = {}
+
+    def _mine(self, j: Job) -> bool:
+        alloc = j.allocation or {}
+        return bool(alloc) and next(iter(alloc)) in self.nodes
+
+    # ------------------------------------------------------------------ one pass
+    def step(self) -> int:
+        """One pass over the running jobs of this agent's nodes; returns how many runs
+        ended (the caller wakes the scheduler when > 0)."""
+        ended = 0
+        running = [j for j in self.store.list_jobs(states=["RUNNING"]) if self._mine(j)]
+        live = set()
+        for j in running:
+            run = j.restarts
+            live.add((j.id, run))
+            try:
+                st = launcher.poll(self.spool, j.id, run)
+            except FileNotFoundError:
+                if j.action in ("cancel", "preempt", "requeue"):
+                    # asked to end before it was launched: end it without running it
+                    self._finish_unlaunched(j)
+                    ended += 1
+                    continue
+                self._launch(j)
+                continue
+            if st.state == "EXITED":
+                self._finish(j, st)
+                ended += 1
+            elif st.state == "LOST":
+                self._finish(j, st, lost=True)
+                ended += 1
+            elif j.action:
+                self._forward(j)
+        # runs left in the spool that the store no longer shows running: the store
+        # already has their end (written before collect), so only mark them collected
+        for job_id, run in launcher.list_runs(self.spool):
+            if (job_id, run) in live:
+                continue
+            if self.store.has_usage(job_id, run):
+                launcher.collect(self.spool, job_id, run)
+            else:
+                job = self.store.get_job(job_id)
+                if job is None or job.restarts != run or job.state != "RUNNING":
+                    st = launcher.poll(self.spool, job_id, run)
+                    if st.state == "RUNNING":
+                        # the store gave up on this run (e.g. cancelled while we were down)
+                        launcher.terminate(self.spool, job_id, run, "cancel", grace_s=0)
+                    elif job is not None:
+                        self._finish(job, st, orphan=True)
+        return ended
+
+    # ------------------------------------------------------------------ launch
+    def _launch(self, j: Job) -> None:
+        alloc = j.allocation or {}
+        node = next(iter(alloc))
+        spec = j.spec
+        view = self._job_dict(j)
+        env = jobenv.job_environment(spec, view, alloc, node, self.cfg.cluster_name)
+        workdir = spec.get("workdir") or "/"
+        out = _path(jobenv.expand_pattern(spec.get("output") or _default_out(j), view, node), workdir)
+        err_pat = spec.get("error")
+        err = _path(jobenv.expand_pattern(err_pat, view, node), workdir) if err_pat else out
+        inp = spec.get("input")
+        try:
+            pw = pwd.getpwuid(j.uid)
+            home = pw.pw_dir
+        except KeyError:
+            home = "/"
+        uid, gid = (j.uid, j.gid) if os.getuid() == 0 else (os.getuid(), os.getgid())
+        sig = spec.get("signal")
+        req = launcher.LaunchRequest(
+            job_id=j.id, run=j.restarts, user=j.user, uid=uid, gid=gid, groups=None, home=home,
+            workdir=workdir, script=spec.get("script", ""), argv=list(spec.get("argv") or []), env=env,
+            stdout=out, stderr=err,
+            stdin=_path(jobenv.expand_pattern(inp, view, node), workdir) if inp else None,
+            open_mode="append" if spec.get("open_mode") == "append" or j.restarts else "truncate",
+            time_limit_s=None if j.time_limit_s in (None, -1) else j.time_limit_s,
+            kill_wait_s=self.cfg.kill_wait_s,
+            signal=(int(sig["signal"]), int(sig.get("time_s", 60))) if sig else None,
+            mem_limit_mb=None,
+        )
+        try:
+            info = launcher.launch(req, self.spool)
+            log.info("job launched job_id=%s run=%s node=%s pid=%s", j.id, j.restarts, node, info.pid)
+        except Exception as e:  # the job cannot start: it fails, the daemon goes on
+            log.error("job launch failed job_id=%s error=%s", j.id, e)
+            now = time.time()
+            self._record(j, "FAILED", 1, 0, j.start_time or now, now, None)
+
+    # ------------------------------------------------------------------ requests
+    def _forward(self, j: Job) -> None:
+        key = (j.id, j.restarts)
+        action = j.action or ""
+        if self._sent.get(key) == action:
+            return
+        self._sent[key] = action
+        if action == "cancel":
+            launcher.terminate(self.spool, j.id, j.restarts, "cancel", grace_s=self.cfg.kill_wait_s)
+        elif action in ("preempt", "requeue"):
+            sig = (j.spec.get("signal") or {}).get("signal") or int(_signal.SIGTERM)
+            grace = next((q.grace_time_s for q in self.cfg.qos if q.name == j.qos),
+                         int(self.cfg.scheduler.get("grace_time_s", 60)))
+            if action == "requeue":
+                sig, grace = int(_signal.SIGTERM), self.cfg.kill_wait_s
+            launcher.terminate(self.spool, j.id, j.restarts, "preempt", signal=int(sig), grace_s=grace)
+        elif action.startswith("signal:"):
+            parts = action.split(":")
+            launcher.send_signal(self.spool, j.id, j.restarts, int(parts[1]), batch_only=len(parts) > 2)
+            self.store.update_job(j.id, ("RUNNING",), action=None)
+            self._sent.pop(key, None)
+        log.info("job %s sent job_id=%s run=%s", action, j.id, j.restarts)
+
+    # ------------------------------------------------------------------ ends
+    def _finish_unlaunched(self, j: Job) -> None:
+        now = time.time()
+        state = {"cancel": "CANCELLED", "preempt": "PREEMPTED", "requeue": "REQUEUED"}[j.action or "cancel"]
+        self._record(j, state, 0, 0, j.start_time or now, now, None)
+
+    def _finish(self, j: Job, st: launcher.RunStatus, lost: bool = False, orphan: bool = False) -> None:
+        now = time.time()
+        if lost:
+            state, code, sig = "NODE_FAIL", 0, 0
+            end = now
+        else:
+            state = st.final_state or "FAILED"
+            code, sig, end = st.exit_code, st.signal, st.end_time or now
+            if j.action == "requeue" and state in ("PREEMPTED", "CANCELLED"):
+                state = "REQUEUED"
+        start = st.start_time or j.start_time or end
+        self._record(j, state, code, sig, start, end, st.rusage if not lost else None, run=st.run)
+        self._sent.pop((j.id, st.run), None)
+
+    def _record(self, j: Job, state: str, code: int, sig: int, start: float, end: float,
+                rusage: dict[str, float] | None, run: int | None = None) -> None:
+        """Write the run's usage record and the job's next state in one transaction,
+        then mark the spool run collected."""
+        run = j.restarts if run is None else run
+        tres = parse_tres(j.tres_alloc) if j.tres_alloc else {}
+        tres.pop("billing", None)
+        usage = UsageRec(
+            job_id=j.id, run=run, name=j.name, account=j.account, user=j.user, uid=j.uid, gid=j.gid,
+            partition=j.partition, qos=j.qos, node_list=j.node_list, tres_alloc=j.tres_alloc, tres=tres,
+            billing=j.billing, submit_time=j.submit_time, start_time=start, end_time=end,
+            elapsed_s=max(0, int(round(end - start))), state=state, exit_code=code, exit_signal=sig,
+            array_job_id=j.array_job_id, array_task_id=j.array_task_id,
+            cpu_time_s=(rusage or {}).get("utime", 0) + (rusage or {}).get("stime", 0) if rusage else None,
+            max_rss_mb=(rusage or {}).get("maxrss_kb", 0) / 1024 if rusage else None,
+        )
+        requeue = (state in ("PREEMPTED", "NODE_FAIL") and j.requeue) or state == "REQUEUED"
+        if requeue:
+            changes: dict[str, Any] = {
+                "state": "PENDING", "restarts": run + 1, "allocation": None, "start_time": None,
+                "end_time": None, "node_list": "", "tres_alloc": "", "action": None,
+                "reason": "BeginTime" if state == "REQUEUED" else "None",
+                "begin_time": end + REQUEUE_HOLD_S if state == "REQUEUED" else j.begin_time,
+            }
+        else:
+            changes = {"state": state, "end_time": end, "exit_code": code, "exit_signal": sig, "action": None,
+                       "reason": "None"}
+        written = self.store.finish_run(j.id, run, changes, usage)
+        if written:
+            log.info("job ended job_id=%s run=%s state=%s exit=%s:%s requeued=%s", j.id, run, state, code, sig,
+                     requeue)
+        try:
+            launcher.collect(self.spool, j.id, run)
+        except FileNotFoundError:
+            pass
+        self.on_change()
+
+    def _job_dict(self, j: Job) -> dict[str, Any]:
+        r = j.request
+        tasks = r.get("array_task_ids") or []
+        d: dict[str, Any] = {
+            "id": j.id, "array_job_id": j.array_job_id, "array_task_id": j.array_task_id,
+            "name": j.name, "user": j.user, "uid": j.uid, "gid": j.gid, "account": j.account,
+            "partition": j.partition, "qos": j.qos, "restarts": j.restarts, "time_limit_s": j.time_limit_s,
+            "node_list": j.node_list, "submit_host": j.spec.get("submit_host") or os.uname().nodename,
+            "nice": j.nice, "priority": j.priority, "gpu_type": r.get("gpu_type"),
+            "cluster_name": self.cfg.cluster_name, "gpu_env": self.cfg.gpu_env,
+        }
+        if tasks:
+            d.update(array_task_min=min(tasks), array_task_max=max(tasks), array_task_count=len(tasks),
+                     array_task_step=r.get("array_step") or 1)
+        return d
+
+
+def _default_out(j: Job) -> str:
+    return "slurm-%A_%a.out" if j.array_job_id is not None else "slurm-%j.out"
+
+
+def _path(p: str, workdir: str) -> str:
+    return p if os.path.isabs(p) else os.path.join(workdir, p)

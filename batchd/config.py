@@ -1,0 +1,296 @@
+"""The daemon's configuration: `/etc/batchd/batchd.toml` (or `--config`, `BATCHD_CONFIG`).
+
+A wrong file is refused with one `ConfigError` whose message names the key and the
+problem (`batchd.toml: node[2].cpus: must be a positive integer, got "x"`).
+
+Layout (every key optional unless marked):
+
+    cluster_name = "batchd"
+    state_dir = "/var/lib/batchd"          # spool and the SQLite database
+    database_url = ""                       # default sqlite:///<state_dir>/batchd.db
+    socket = "/run/batchd/batchd.sock"
+    admin_group = "batchd-admin"
+    gpu_env = "index"                       # CUDA_VISIBLE_DEVICES as "index" or "uuid"
+    shard_per_gpu = 0                       # gres/shard per whole GPU (0 = no shards)
+
+    [scheduler]   interval_s = 5, placement = "pack"|"spread", backfill = true, kill_wait_s = 30,
+                  grace_time_s = 60, quota_reclaim_by_priority = false, passes = [...]
+    [priority]    the policy keys of batchd.priority (weight_age, decay_half_life_s, ...)
+    [accounting]  tres_billing_weights = "CPU=1.0,Mem=0.25G,GRES/gpu=2.0"
+    [gpu_aliases] "NVIDIA RTX PRO 6000 Blackwell Server Edition" = "rtxpro6000"
+    [[partition]] name (required), nodes = ["n1"] or "ALL", default = false,
+                  max_time = "UNLIMITED" | Slurm time, default_time = Slurm time, priority_job_factor = 1
+    [[node]]      name (required), cpus (required), memory_mb (required),
+                  gpus = [{type = "h200", count = 4}] | [{index, uuid, type, mig = [...]}] | "nvml"
+    [[qos]]       name (required), priority = 0, preemptible = true, usage_factor = 1.0,
+                  max_gpus_per_user = -1, grace_time_s = 60
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from batchd.errors import ConfigError
+
+SYSTEM_CONFIG = "/etc/batchd/batchd.toml"
+EXAMPLE_CONFIG = Path(__file__).resolve().parent.parent / "examples" / "cluster-16gpu.toml"
+
+
+@dataclass
+class NodeConfig:
+    name: str
+    cpus: int
+    memory_mb: int
+    gpus: list[dict[str, Any]] | str = field(default_factory=list)
+    features: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PartitionConfig:
+    name: str
+    nodes: list[str]
+    default: bool = False
+    max_time_s: int = -1          # -1 = UNLIMITED
+    default_time_s: int | None = None
+    priority_job_factor: int = 1
+
+
+@dataclass
+class QosConfig:
+    name: str
+    priority: int = 0
+    preemptible: bool = True
+    usage_factor: float = 1.0
+    max_gpus_per_user: int = -1
+    grace_time_s: int = 60
+
+
+@dataclass
+class Config:
+    path: str
+    cluster_name: str = "batchd"
+    state_dir: str = "/var/lib/batchd"
+    database_url: str = ""
+    socket: str = "/run/batchd/batchd.sock"
+    admin_group: str = "batchd-admin"
+    gpu_env: str = "index"
+    shard_per_gpu: int = 0
+    nodes: list[NodeConfig] = field(default_factory=list)
+    partitions: list[PartitionConfig] = field(default_factory=list)
+    qos: list[QosConfig] = field(default_factory=list)
+    scheduler: dict[str, Any] = field(default_factory=dict)
+    priority: dict[str, Any] = field(default_factory=dict)
+    tres_billing_weights: str = "CPU=1.0,Mem=0.25G,GRES/gpu=1.0"
+    gpu_aliases: dict[str, str] = field(default_factory=dict)
+    dev: bool = False
+
+    @property
+    def interval_s(self) -> float:
+        return float(self.scheduler.get("interval_s", 5))
+
+    @property
+    def kill_wait_s(self) -> int:
+        return int(self.scheduler.get("kill_wait_s", 30))
+
+    def db_url(self) -> str:
+        return self.database_url or f"sqlite:///{os.path.join(self.state_dir, 'batchd.db')}"
+
+    def spool_dir(self) -> str:
+        return os.path.join(self.state_dir, "spool")
+
+    def node(self, name: str) -> NodeConfig:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def default_partition(self) -> PartitionConfig:
+        for p in self.partitions:
+            if p.default:
+                return p
+        return self.partitions[0]
+
+
+def _fail(path: str, key: str, problem: str) -> ConfigError:
+    return ConfigError(f"{os.path.basename(path)}: {key}: {problem}")
+
+
+def _int(path: str, key: str, v: Any, minimum: int = 0) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise _fail(path, key, f"must be an integer >= {minimum}, got {v!r}")
+    return v
+
+
+def _str(path: str, key: str, v: Any) -> str:
+    if not isinstance(v, str) or not v:
+        raise _fail(path, key, f"must be a non-empty string, got {v!r}")
+    return v
+
+
+def parse_duration(path: str, key: str, v: Any) -> int:
+    """A Slurm time ("1-00:00:00", "60", "UNLIMITED") or an integer of minutes -> seconds."""
+    from batchd.timefmt import parse_slurm_time
+
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v * 60
+    if isinstance(v, str):
+        secs = parse_slurm_time(v)
+        if secs is not None:
+            return secs
+    raise _fail(path, key, f"not a valid time, got {v!r}")
+
+
+def _gpus(path: str, key: str, v: Any) -> list[dict[str, Any]] | str:
+    if v == "nvml":
+        return "nvml"
+    if not isinstance(v, list):
+        raise _fail(path, key, f'must be "nvml" or a list of tables, got {v!r}')
+    out: list[dict[str, Any]] = []
+    for i, g in enumerate(v):
+        k = f"{key}[{i}]"
+        if not isinstance(g, dict):
+            raise _fail(path, k, "must be a table")
+        _str(path, f"{k}.type", g.get("type"))
+        if "count" in g:
+            _int(path, f"{k}.count", g["count"], 1)
+        elif "index" not in g:
+            raise _fail(path, k, "needs either count or index")
+        out.append(dict(g))
+    return out
+
+
+def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
+    known = {"cluster_name", "state_dir", "database_url", "socket", "admin_group", "gpu_env",
+             "shard_per_gpu", "scheduler", "priority", "accounting", "gpu_aliases", "partition",
+             "node", "qos"}
+    for k in data:
+        if k not in known:
+            raise _fail(path, k, "unknown key")
+    cfg = Config(path=path)
+    for k in ("cluster_name", "state_dir", "socket", "admin_group"):
+        if k in data:
+            setattr(cfg, k, _str(path, k, data[k]))
+    if "database_url" in data:
+        if not isinstance(data["database_url"], str):
+            raise _fail(path, "database_url", "must be a string")
+        cfg.database_url = data["database_url"]
+    if "gpu_env" in data:
+        if data["gpu_env"] not in ("index", "uuid"):
+            raise _fail(path, "gpu_env", f'must be "index" or "uuid", got {data["gpu_env"]!r}')
+        cfg.gpu_env = data["gpu_env"]
+    if "shard_per_gpu" in data:
+        cfg.shard_per_gpu = _int(path, "shard_per_gpu", data["shard_per_gpu"])
+    for sect in ("scheduler", "priority", "gpu_aliases", "accounting"):
+        if sect in data and not isinstance(data[sect], dict):
+            raise _fail(path, sect, "must be a table")
+    cfg.scheduler = dict(data.get("scheduler", {}))
+    if "interval_s" in cfg.scheduler:
+        iv = cfg.scheduler["interval_s"]
+        if not isinstance(iv, (int, float)) or isinstance(iv, bool) or iv <= 0:
+            raise _fail(path, "scheduler.interval_s", f"must be a positive number, got {iv!r}")
+    cfg.priority = dict(data.get("priority", {}))
+    cfg.gpu_aliases = {str(k): _str(path, f"gpu_aliases.{k}", v)
+                       for k, v in data.get("gpu_aliases", {}).items()}
+    acct = data.get("accounting", {})
+    if "tres_billing_weights" in acct:
+        w = _str(path, "accounting.tres_billing_weights", acct["tres_billing_weights"])
+        try:
+            from batchd.tres import parse_billing_weights
+
+            parse_billing_weights(w)
+        except ImportError:
+            pass
+        except ValueError as e:
+            raise _fail(path, "accounting.tres_billing_weights", str(e)) from None
+        cfg.tres_billing_weights = w
+
+    nodes = data.get("node", [])
+    if not isinstance(nodes, list) or not nodes:
+        raise _fail(path, "node", "at least one [[node]] table is required")
+    seen: set[str] = set()
+    for i, n in enumerate(nodes):
+        k = f"node[{i}]"
+        name = _str(path, f"{k}.name", n.get("name"))
+        if name in seen:
+            raise _fail(path, f"{k}.name", f"duplicate node name {name!r}")
+        seen.add(name)
+        for key in n:
+            if key not in ("name", "cpus", "memory_mb", "gpus", "features"):
+                raise _fail(path, f"{k}.{key}", "unknown key")
+        cfg.nodes.append(NodeConfig(
+            name=name,
+            cpus=_int(path, f"{k}.cpus", n.get("cpus"), 1),
+            memory_mb=_int(path, f"{k}.memory_mb", n.get("memory_mb"), 1),
+            gpus=_gpus(path, f"{k}.gpus", n.get("gpus", [])),
+            features=list(n.get("features", [])),
+        ))
+
+    parts = data.get("partition", [])
+    if not isinstance(parts, list):
+        raise _fail(path, "partition", "must be an array of tables")
+    if not parts:
+        parts = [{"name": "batch", "nodes": "ALL", "default": True}]
+    for i, p in enumerate(parts):
+        k = f"partition[{i}]"
+        pnodes = p.get("nodes", "ALL")
+        if pnodes == "ALL":
+            pnodes = [n.name for n in cfg.nodes]
+        if not isinstance(pnodes, list):
+            raise _fail(path, f"{k}.nodes", 'must be a list of node names or "ALL"')
+        for nn in pnodes:
+            if nn not in seen:
+                raise _fail(path, f"{k}.nodes", f"unknown node {nn!r}")
+        cfg.partitions.append(PartitionConfig(
+            name=_str(path, f"{k}.name", p.get("name")),
+            nodes=list(pnodes),
+            default=bool(p.get("default", False)),
+            max_time_s=parse_duration(path, f"{k}.max_time", p.get("max_time", "UNLIMITED")),
+            default_time_s=(parse_duration(path, f"{k}.default_time", p["default_time"])
+                            if "default_time" in p else None),
+            priority_job_factor=_int(path, f"{k}.priority_job_factor", p.get("priority_job_factor", 1)),
+        ))
+    if sum(p.default for p in cfg.partitions) > 1:
+        raise _fail(path, "partition", "more than one partition has default = true")
+
+    for i, q in enumerate(data.get("qos", [])):
+        k = f"qos[{i}]"
+        cfg.qos.append(QosConfig(
+            name=_str(path, f"{k}.name", q.get("name")),
+            priority=int(q.get("priority", 0)),
+            preemptible=bool(q.get("preemptible", True)),
+            usage_factor=float(q.get("usage_factor", 1.0)),
+            max_gpus_per_user=int(q.get("max_gpus_per_user", -1)),
+            grace_time_s=int(q.get("grace_time_s", 60)),
+        ))
+    if not any(q.name == "normal" for q in cfg.qos):
+        cfg.qos.insert(0, QosConfig(name="normal"))
+    return cfg
+
+
+def load_config(path: str | None = None, *, dev: bool = False) -> Config:
+    """Read and validate a config file. Without a path: $BATCHD_CONFIG, else the system
+    file, else (dev mode only) the bundled 16-GPU example."""
+    p = path or os.environ.get("BATCHD_CONFIG")
+    if not p:
+        p = str(EXAMPLE_CONFIG) if dev or not os.path.exists(SYSTEM_CONFIG) else SYSTEM_CONFIG
+    try:
+        with open(p, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: no such file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{os.path.basename(p)}: not valid TOML: {e}") from None
+    cfg = parse_config(data, p)
+    cfg.dev = dev
+    if dev:
+        # dev mode: everything under ./.batchd of the current directory, run as the caller
+        base = os.path.abspath(".batchd")
+        cfg.state_dir = base
+        cfg.socket = os.path.join(base, "batchd.sock")
+        if not data.get("database_url"):
+            cfg.database_url = ""
+    return cfg

@@ -1,0 +1,241 @@
+"""The controller: one scheduling cycle = load a snapshot from the store, call the pure
+`batchd.scheduler.decide`, apply its decisions in one transaction.
+
+It never touches processes: a started job becomes RUNNING with an allocation, and the
+node agent of its first node launches it; a preempted job gets `action="preempt"`,
+which the agent turns into signals.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from batchd import dependency as deps
+from batchd.config import Config
+from batchd.hostlist import compress
+from batchd.model import Job
+from batchd.store import Store
+from batchd.tres import billing, format_tres, parse_billing_weights
+
+log = logging.getLogger(__name__)
+
+INELIGIBLE = ("JobHeldUser", "JobHeldAdmin", "BeginTime", "Dependency", "DependencyNeverSatisfied",
+              "JobArrayTaskLimit")
+
+
+def device_types(gpus: list[dict[str, Any]]) -> dict[int, str]:
+    """GPU index -> type for a node's inventory (count form or device form)."""
+    out: dict[int, str] = {}
+    i = 0
+    for g in gpus:
+        if "count" in g:
+            for _ in range(int(g["count"])):
+                out[i] = g["type"]
+                i += 1
+        else:
+            out[int(g["index"])] = g["type"]
+    return out
+
+
+def mig_profiles(gpus: list[dict[str, Any]]) -> dict[str, tuple[str, float]]:
+    """MIG instance uuid -> (profile, share of its GPU) for a node in device form."""
+    out: dict[str, tuple[str, float]] = {}
+    for g in gpus:
+        migs = g.get("mig") or []
+        total = float(g.get("mig_slices") or 0) or float(sum(_slices(m["profile"]) for m in migs) or 1)
+        total = max(total, 7.0) if not g.get("mig_slices") else total
+        for m in migs:
+            out[m["uuid"]] = (m["profile"], _slices(m["profile"]) / total)
+    return out
+
+
+def _slices(profile: str) -> int:
+    head = profile.split(".")[0].rstrip("g")
+    return int(head) if head.isdigit() else 1
+
+
+def alloc_tres(allocation: dict[str, Any], nodes: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
+    """The TRES of an allocation: cpu, mem, node, gres/gpu and gres/gpu:TYPE (a MIG
+    instance counts its slice share toward gres/gpu and 1 toward its profile)."""
+    t: dict[str, float] = {"cpu": 0, "mem": 0, "node": 0}
+    for name, a in allocation.items():
+        t["cpu"] += int(a.get("cpus", 0))
+        t["mem"] += int(a.get("memory_mb", 0))
+        t["node"] += 1
+        inv = nodes.get(name, [])
+        types = device_types(inv)
+        migs = mig_profiles(inv)
+        for g in a.get("gpus", []):
+            s = str(g)
+            if ":" in s:
+                uuid = s.split(":", 1)[1]
+                prof, share = migs.get(uuid, ("mig", 1.0))
+                t["gres/gpu"] = t.get("gres/gpu", 0) + share
+                t[f"gres/gpu:{prof}"] = t.get(f"gres/gpu:{prof}", 0) + 1
+            else:
+                gt = types.get(int(s), "gpu")
+                t["gres/gpu"] = t.get("gres/gpu", 0) + 1
+                t[f"gres/gpu:{gt}"] = t.get(f"gres/gpu:{gt}", 0) + 1
+        if a.get("shards"):
+            t["gres/shard"] = t.get("gres/shard", 0) + int(a["shards"])
+    return t
+
+
+class Controller:
+    def __init__(self, cfg: Config, store: Store):
+        self.cfg = cfg
+        self.store = store
+        self.weights = parse_billing_weights(cfg.tres_billing_weights)
+        self.last_decisions: dict[str, Any] = {}
+        self._stored_reason: dict[int, str] = {}
+
+    # ------------------------------------------------------------------ snapshot
+    def _eligibility(self, j: Job, by_id: dict[int, Job], all_jobs: list[Job], now: float) -> str | None:
+        """The reason a pending job may not be considered at all, or None."""
+        if j.hold:
+            return j.reason if j.reason in ("JobHeldUser", "JobHeldAdmin") else "JobHeldUser"
+        if j.begin_time and j.begin_time > now:
+            return "BeginTime"
+        dep = j.request.get("dependency")
+        if dep:
+            def lookup_state(job_id: int, task_id: int | None) -> Any:
+                return _lookup(by_id, all_jobs, job_id, task_id, "state")
+
+            def lookup_start(job_id: int, task_id: int | None) -> Any:
+                return _lookup(by_id, all_jobs, job_id, task_id, "start_time")
+
+            same = [(o.id, o.state) for o in all_jobs if o.name == j.name and o.user == j.user]
+            verdict = deps.evaluate(dep, lookup_state, job_id=j.id, task_id=j.array_task_id,
+                                    singleton_jobs=same, lookup_start=lookup_start, now=now)
+            if verdict == "never":
+                return "DependencyNeverSatisfied"
+            if verdict != "satisfied":
+                return "Dependency"
+        limit = j.request.get("array_max_running")
+        if j.array_job_id is not None and limit:
+            running = sum(1 for o in all_jobs if o.array_job_id == j.array_job_id and o.state == "RUNNING")
+            if running >= int(limit):
+                return "JobArrayTaskLimit"
+        return None
+
+    def snapshot(self, now: float | None = None) -> dict[str, Any]:
+        """The live cluster in the snapshot format of DESIGN.md section 5, plus, per
+        pending job, `eligible` and `reason` when it must not be considered."""
+        now = time.time() if now is None else now
+        jobs = self.store.list_jobs(states=["PENDING", "RUNNING", "SUSPENDED", "COMPLETED", "FAILED",
+                                            "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL",
+                                            "OUT_OF_MEMORY"],
+                                    since=now - 86400)
+        by_id = {j.id: j for j in jobs}
+        self._stored_reason = {j.id: j.reason for j in jobs if j.state == "PENDING"}
+        qos = {q.name: q for q in self.cfg.qos}
+        nodes = self.store.list_nodes()
+        part_nodes = {p.name: p.nodes for p in self.cfg.partitions}
+        out_jobs = []
+        for j in jobs:
+            if j.state not in ("PENDING", "RUNNING", "SUSPENDED"):
+                continue
+            q = qos.get(j.qos)
+            r = j.request
+            d: dict[str, Any] = {
+                "id": j.id, "account": j.account, "user": j.user, "state": j.state,
+                "priority": q.priority if q else 0, "preemptible": q.preemptible if q else True,
+                "submit_time": j.submit_time, "time_limit_s": None if j.time_limit_s in (None, -1)
+                else j.time_limit_s, "tasks": int(r.get("tasks") or 1), "nodes": r.get("nodes"),
+                "tasks_per_node": r.get("tasks_per_node"), "per_task": dict(r.get("per_task") or {}),
+                "partition": j.partition, "qos": j.qos, "nice": j.nice, "hold": j.hold,
+                "eligible_time": j.eligible_time or j.submit_time,
+                "partition_nodes": part_nodes.get(j.partition),
+            }
+            if r.get("exclusive"):
+                d["exclusive"] = True
+            if j.state != "PENDING":
+                d["state"] = "RUNNING"
+                d["start_time"] = j.start_time
+                d["allocation"] = j.allocation or {}
+            else:
+                why = self._eligibility(j, by_id, jobs, now)
+                if why is not None:
+                    d["eligible"] = False
+                    d["reason"] = why
+            out_jobs.append(d)
+        accounts = [{"name": a.name, "parent": a.parent, "priority": a.priority, "shares": a.shares,
+                     "resources": a.resources} for a in self.store.list_accounts()]
+        users = [{"name": a["user"], "account": a["account"],
+                  "shares": "parent" if a["shares"] is None else a["shares"]}
+                 for a in self.store.list_associations()]
+        usage_state = self.store.get_usage_state()
+        usage: dict[str, dict[str, float]] = {"accounts": {}, "users": {}}
+        for key, (value, _updated) in usage_state.items():
+            (usage["users"] if "/" in key else usage["accounts"])[key] = value
+        return {
+            "version": 1, "now": now,
+            "policy": {**self.cfg.scheduler, **self.cfg.priority},
+            "nodes": [{"name": n.name, "cpus": n.cpus, "memory_mb": n.memory_mb,
+                       "state": n.state, "gpus": n.gpus} for n in nodes],
+            "accounts": accounts, "users": users, "usage": usage, "jobs": out_jobs,
+        }
+
+    # ------------------------------------------------------------------ cycle
+    def cycle(self, now: float | None = None) -> dict[str, Any]:
+        """Run one scheduling cycle and apply it; returns the decisions as a dict."""
+        from batchd.scheduler import decide, load_snapshot
+
+        now = time.time() if now is None else now
+        snap = self.snapshot(now)
+        decisions = decide(load_snapshot(snap)).to_dict()
+        self.apply(snap, decisions, now)
+        self.last_decisions = decisions
+        return decisions
+
+    def apply(self, snap: dict[str, Any], dec: dict[str, Any], now: float) -> None:
+        inv = {n["name"]: n["gpus"] for n in snap["nodes"]}
+        changes: list[tuple[int, tuple[str, ...] | None, dict[str, Any]]] = []
+        started = []
+        for st in dec.get("start", []):
+            if st.get("after"):
+                continue  # waits for its victims' devices; a later cycle starts it
+            alloc = st["allocation"]
+            tres = alloc_tres(alloc, inv)
+            bill = billing(self.weights, tres)
+            changes.append((int(st["job"]), ("PENDING",), {
+                "state": "RUNNING", "allocation": alloc, "start_time": now, "end_time": None,
+                "node_list": compress(list(alloc)), "tres_alloc": format_tres(tres, bill),
+                "billing": bill, "reason": "None", "action": None,
+            }))
+            started.append(st["job"])
+        for pre in dec.get("preempt", []):
+            changes.append((int(pre["job"]), ("RUNNING",), {"action": "preempt"}))
+        pending_now = {int(j["id"]): j for j in snap["jobs"] if j["state"] == "PENDING"}
+        for p in dec.get("pending", []):
+            jid = int(p["job"])
+            job = pending_now.get(jid)
+            reason = p.get("reason") or "None"
+            if job is not None and self._stored_reason.get(jid) != reason:
+                changes.append((jid, ("PENDING",), {"reason": reason}))
+        for jid, job in pending_now.items():
+            if job.get("eligible") is False and self._stored_reason.get(jid) != job["reason"]:
+                changes.append((jid, ("PENDING",), {"reason": job["reason"]}))
+        if changes:
+            self.store.update_jobs(changes)
+        for jid in started:
+            log.info("job started job_id=%s", jid)
+        for pre in dec.get("preempt", []):
+            log.info("job preempted job_id=%s reason=%s for=%s", pre["job"], pre.get("reason"), pre.get("for"))
+
+
+def _lookup(by_id: dict[int, Job], jobs: list[Job], job_id: int, task_id: int | None, attr: str) -> Any:
+    """A job's state (or start time) for dependency checks; for an array master without
+    a task id, the list over all its tasks; None when the job is unknown."""
+    if task_id is not None:
+        for o in jobs:
+            if o.array_job_id == job_id and o.array_task_id == task_id:
+                return getattr(o, attr)
+        return None
+    tasks = [getattr(o, attr) for o in jobs if o.array_job_id == job_id]
+    if tasks:
+        return tasks if attr == "state" else max((t for t in tasks if t), default=None)
+    j = by_id.get(job_id)
+    return None if j is None else getattr(j, attr)

@@ -1,0 +1,108 @@
+"""Plain dataclasses that the store returns and the service passes around; ORM rows
+never leave `batchd.store`. Field meanings and units are those of `store/tables.py`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+@dataclass
+class Job:
+    id: int
+    name: str
+    user: str
+    uid: int
+    gid: int
+    account: str
+    partition: str
+    qos: str
+    state: str
+    submit_time: float
+    spec: dict[str, Any]
+    request: dict[str, Any]
+    array_job_id: int | None = None
+    array_task_id: int | None = None
+    reason: str = "None"
+    priority: int = 0
+    nice: int = 0
+    hold: bool = False
+    eligible_time: float | None = None
+    begin_time: float | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    time_limit_s: int | None = None
+    exit_code: int = 0
+    exit_signal: int = 0
+    restarts: int = 0
+    requeue: bool = True
+    dependency: str | None = None
+    comment: str | None = None
+    node_list: str = ""
+    tres_req: str = ""
+    tres_alloc: str = ""
+    billing: float = 0.0
+    allocation: dict[str, Any] | None = None
+    action: str | None = None
+    action_by: int | None = None
+
+    @property
+    def display_id(self) -> str:
+        if self.array_job_id is not None:
+            return f"{self.array_job_id}_{self.array_task_id}"
+        return str(self.id)
+
+
+@dataclass
+class UsageRec:
+    job_id: int
+    run: int
+    name: str
+    account: str
+    user: str
+    uid: int
+    gid: int
+    partition: str
+    qos: str
+    node_list: str
+    tres_alloc: str
+    tres: dict[str, float]
+    billing: float
+    submit_time: float
+    start_time: float
+    end_time: float
+    elapsed_s: int
+    state: str
+    exit_code: int
+    exit_signal: int
+    array_job_id: int | None = None
+    array_task_id: int | None = None
+    cpu_time_s: float | None = None
+    max_rss_mb: float | None = None
+    gpu_util_pct: float | None = None
+    gpu_mem_mb: float | None = None
+
+
+@dataclass
+class Account:
+    name: str
+    parent: str | None
+    priority: int = 100
+    shares: int = 1
+    resources: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+@dataclass
+class Node:
+    name: str
+    state: str
+    cpus: int
+    memory_mb: int
+    gpus: list[Any]
+    heartbeat: float
+    reason: str | None = None
+
+
+def from_row(cls: type, row: Any) -> Any:
+    """Copy the columns of an ORM row into the dataclass `cls` (same field names)."""
+    return cls(**{f.name: getattr(row, f.name) for f in fields(cls) if hasattr(row, f.name)})

@@ -1,0 +1,353 @@
+"""The service layer: every user-visible operation, with its authorization.
+
+`api.py` parses requests and calls these methods; tests call them without a socket.
+A `Caller` is who asked (uid/gid from SO_PEERCRED). Users may see every job but
+change only their own; admins (root, the daemon's own uid in dev mode, or members of
+the configured admin group) may do anything, and their actions on others' jobs are
+audited.
+"""
+
+from __future__ import annotations
+
+import grp
+import logging
+import os
+import pwd
+import signal as _signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from batchd import jobspec, views
+from batchd.config import Config
+from batchd.errors import Conflict, InvalidRequest, NotFound, PermissionDenied, SubmitError
+from batchd.model import Job
+from batchd.store import ACTIVE_STATES, Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Caller:
+    uid: int
+    gid: int
+    pid: int = 0
+
+    @property
+    def user(self) -> str:
+        return user_name(self.uid)
+
+
+def user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+class Service:
+    def __init__(self, cfg: Config, store: Store, wake: Callable[[], None] = lambda: None,
+                 snapshot: Callable[[], dict[str, Any]] | None = None):
+        self.cfg = cfg
+        self.store = store
+        self.wake = wake
+        self._snapshot = snapshot
+
+    def snapshot(self) -> dict[str, Any]:
+        """The live scheduler snapshot (DESIGN.md section 5), for plan --dump, sshare, sprio."""
+        if self._snapshot is None:
+            raise NotFound("no snapshot source configured")
+        return self._snapshot()
+
+    # ------------------------------------------------------------------ identity
+    def is_admin(self, caller: Caller) -> bool:
+        if caller.uid == 0 or (self.cfg.dev and caller.uid == os.getuid()):
+            return True
+        try:
+            g = grp.getgrnam(self.cfg.admin_group)
+        except KeyError:
+            return False
+        return caller.gid == g.gr_gid or user_name(caller.uid) in g.gr_mem
+
+    def _may_modify(self, caller: Caller, job: Job) -> bool:
+        return caller.uid == job.uid or self.is_admin(caller)
+
+    # ------------------------------------------------------------------ cluster facts
+    def cluster_info(self, user: str) -> dict[str, Any]:
+        """The plain dict that batchd.jobspec.resolve checks a submission against."""
+        accounts = [a.name for a in self.store.list_accounts() if a.name != "root"]
+        assoc = [a for a in self.store.list_associations() if a.get("user") == user]
+        mine = sorted({a["account"] for a in assoc} | ({"default"} if "default" in accounts else set()))
+        default = next((a["account"] for a in assoc if a["is_default"]), None)
+        if default is None:
+            default = "default" if "default" in mine else (mine[0] if mine else "default")
+        nodes = self.store.list_nodes()
+        return {
+            "name": self.cfg.cluster_name,
+            "nodes": [{"name": n.name, "cpus": n.cpus, "memory_mb": n.memory_mb, "gpus": n.gpus,
+                       "state": n.state,
+                       "partitions": [p.name for p in self.cfg.partitions if n.name in p.nodes]}
+                      for n in nodes],
+            "partitions": [{"name": p.name, "default": p.default, "nodes": p.nodes,
+                            "max_time_s": p.max_time_s, "default_time_s": p.default_time_s}
+                           for p in self.cfg.partitions],
+            "accounts": accounts,
+            "user_accounts": mine,
+            "default_account": default,
+            "qos": {q.name: {"priority": q.priority, "preemptible": q.preemptible,
+                             "usage_factor": q.usage_factor, "max_gpus_per_user": q.max_gpus_per_user,
+                             "grace_time_s": q.grace_time_s} for q in self.cfg.qos},
+            "default_qos": "normal",
+            "shard_per_gpu": self.cfg.shard_per_gpu,
+        }
+
+    # ------------------------------------------------------------------ submit
+    def submit(self, caller: Caller, spec: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(spec, dict) or not isinstance(spec.get("script", ""), str):
+            raise InvalidRequest("malformed job specification")
+        user = caller.user
+        req = jobspec.resolve(spec, self.cluster_info(user), user, caller.uid)
+        now = time.time()
+        if spec.get("test_only"):
+            return {"job_id": None, "start_time": max(now, req.get("begin_time") or now),
+                    "nodes": "", "partition": req["partition"]}
+        task_ids = req.get("array_task_ids") or [None]
+        first = self.store.next_job_ids(len(task_ids))
+        jobs = []
+        for i, task in enumerate(task_ids):
+            # Slurm: the last task keeps the array's master id, the others take the ids after it
+            if task is None:
+                jid = first
+            elif i == len(task_ids) - 1:
+                jid = first
+            else:
+                jid = first + 1 + i
+            jobs.append(Job(
+                id=jid, name=req["name"], user=user, uid=caller.uid, gid=caller.gid,
+                account=req["account"], partition=req["partition"], qos=req["qos"],
+                state="PENDING", submit_time=now, spec=spec, request=req,
+                array_job_id=first if task is not None else None, array_task_id=task,
+                reason="JobHeldUser" if req.get("hold") else "None",
+                priority=0 if req.get("hold") else 1,
+                nice=int(req.get("nice") or 0), hold=bool(req.get("hold")),
+                begin_time=req.get("begin_time"), eligible_time=None,
+                time_limit_s=req.get("time_limit_s"),
+                requeue=req.get("requeue") is not False,
+                dependency=spec.get("dependency"), comment=spec.get("comment"),
+                tres_req=req.get("tres_req", ""),
+            ))
+        self.store.insert_jobs(jobs)
+        log.info("job submitted job_id=%s user=%s account=%s tasks=%d", first, user, req["account"],
+                 len(task_ids))
+        self.wake()
+        return {"job_id": first, "array_task_ids": req.get("array_task_ids")}
+
+    # ------------------------------------------------------------------ queries
+    def _select(self, ids: list[str] | None, all_jobs: bool) -> list[Job]:
+        """Jobs by Slurm id strings (`123`, `123_4`, `123_[1-3]`); without ids the active
+        jobs plus those that ended within MinJobAge (squeue shows them as CD/F/CA)."""
+        if ids:
+            plain, arrays, tasks = set(), set(), {}
+            for raw in ids:
+                jid, task = views.parse_job_id(raw)
+                if task is None:
+                    plain.add(jid)
+                    arrays.add(jid)
+                else:
+                    tasks.setdefault(jid, set()).update(task)
+                    arrays.add(jid)
+            found = self.store.list_jobs(ids=plain, array_job_ids=arrays)
+            out = []
+            for j in found:
+                if j.array_job_id is not None and j.array_job_id in tasks:
+                    if j.array_task_id in tasks[j.array_job_id]:
+                        out.append(j)
+                elif j.id in plain or (j.array_job_id is not None and j.array_job_id in plain):
+                    out.append(j)
+            return out
+        since = None if all_jobs else time.time() - float(self.cfg.scheduler.get("min_job_age_s", 300))
+        return self.store.list_jobs(since=since)
+
+    def list_jobs(self, query: dict[str, str]) -> dict[str, Any]:
+        ids = _csv(query.get("ids"))
+        jobs = self._select(ids, query.get("all") == "1")
+        jobs = _filter(jobs, query)
+        return {"jobs": [views.job_view(j, self.cfg) for j in jobs]}
+
+    def accounting(self, caller: Caller, query: dict[str, str]) -> dict[str, Any]:
+        ids = _csv(query.get("ids"))
+        jobs = self._select(ids, True) if ids else self.store.list_jobs()
+        if not ids and query.get("all_users") != "1" and not query.get("users") and not self.is_admin(caller):
+            jobs = [j for j in jobs if j.uid == caller.uid]
+        elif not ids and query.get("all_users") != "1" and not query.get("users"):
+            jobs = [j for j in jobs if j.uid == caller.uid] if caller.uid != 0 else jobs
+        jobs = _filter(jobs, query)
+        start = float(query["start"]) if query.get("start") else None
+        end = float(query["end"]) if query.get("end") else None
+        usage = self.store.list_usage(job_ids=[j.id for j in jobs])
+        rows = views.acct_rows(jobs, usage, duplicates=query.get("duplicates") == "1", start=start, end=end)
+        return {"records": rows}
+
+    def nodes(self) -> dict[str, Any]:
+        running = self.store.list_jobs(states=["RUNNING"])
+        return views.node_views(self.store.list_nodes(), running, self.cfg)
+
+    # ------------------------------------------------------------------ changes
+    def _owned(self, caller: Caller, ids: list[str], verb: str) -> tuple[list[Job], list[dict[str, str]]]:
+        jobs, errors = [], []
+        for raw in ids:
+            try:
+                found = self._select([raw], True)
+            except ValueError:
+                errors.append({"id": raw, "message": "Invalid job id specified"})
+                continue
+            if not found:
+                errors.append({"id": raw, "message": "Invalid job id specified"})
+                continue
+            for j in found:
+                if not self._may_modify(caller, j):
+                    errors.append({"id": raw, "message": "Access/permission denied"})
+                else:
+                    jobs.append(j)
+        return jobs, errors
+
+    def signal_jobs(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        """scancel: `signal` None cancels; otherwise the signal goes to running jobs."""
+        ids = [str(i) for i in body.get("ids") or []]
+        filters = body.get("filters") or {}
+        sig = body.get("signal")
+        if ids:
+            jobs, errors = self._owned(caller, ids, "cancel")
+        else:
+            errors = []
+            jobs = [j for j in self.store.list_jobs(states=ACTIVE_STATES)]
+            jobs = _filter(jobs, {k: ",".join(v) if isinstance(v, list) else v for k, v in filters.items()})
+            if not self.is_admin(caller):
+                jobs = [j for j in jobs if j.uid == caller.uid]
+        if ids and filters:
+            jobs = _filter(jobs, {k: ",".join(v) if isinstance(v, list) else v for k, v in filters.items()})
+        done = []
+        now = time.time()
+        for j in jobs:
+            if j.state not in ACTIVE_STATES:
+                errors.append({"id": j.display_id, "message": "Job/step already completing or completed"})
+                continue
+            if sig is not None and sig != 0:
+                if j.state != "RUNNING":
+                    if sig in (_signal.SIGKILL, _signal.SIGTERM) and j.state == "PENDING":
+                        pass
+                    else:
+                        continue
+                else:
+                    tag = f"signal:{int(sig)}" + (":b" if body.get("batch_only") else "")
+                    if self.store.update_job(j.id, ("RUNNING",), action=tag, action_by=caller.uid):
+                        done.append(j.display_id)
+                    continue
+            if j.state == "PENDING":
+                if self.store.update_job(j.id, ("PENDING",), state="CANCELLED", end_time=now,
+                                         reason="None", action_by=caller.uid):
+                    done.append(j.display_id)
+            elif self.store.update_job(j.id, ("RUNNING", "SUSPENDED"), action="cancel", action_by=caller.uid):
+                done.append(j.display_id)
+            if caller.uid != j.uid:
+                self.store.audit(caller.uid, "job.cancel", {"job": j.id})
+        self.wake()
+        return {"done": done, "errors": errors}
+
+    def hold(self, caller: Caller, ids: list[str], release: bool = False) -> dict[str, Any]:
+        jobs, errors = self._owned(caller, ids, "hold")
+        done = []
+        for j in jobs:
+            if j.state != "PENDING":
+                errors.append({"id": j.display_id, "message": "Job is no longer pending execution"})
+                continue
+            if release:
+                ok = self.store.update_job(j.id, ("PENDING",), hold=False, reason="None", priority=1)
+            else:
+                held = "JobHeldAdmin" if self.is_admin(caller) and caller.uid != j.uid else "JobHeldUser"
+                ok = self.store.update_job(j.id, ("PENDING",), hold=True, reason=held, priority=0)
+            if ok:
+                done.append(j.display_id)
+        self.wake()
+        return {"done": done, "errors": errors}
+
+    def requeue(self, caller: Caller, ids: list[str]) -> dict[str, Any]:
+        jobs, errors = self._owned(caller, ids, "requeue")
+        done = []
+        for j in jobs:
+            if j.state != "RUNNING":
+                errors.append({"id": j.display_id, "message": "Job is not running"})
+                continue
+            if self.store.update_job(j.id, ("RUNNING",), action="requeue", action_by=caller.uid):
+                done.append(j.display_id)
+        self.wake()
+        return {"done": done, "errors": errors}
+
+    def update(self, caller: Caller, ids: list[str], changes: dict[str, Any]) -> dict[str, Any]:
+        allowed = {"time_limit_s", "nice", "account", "name", "comment", "partition", "qos"}
+        bad = set(changes) - allowed
+        if bad:
+            raise InvalidRequest(f"Update of {sorted(bad)[0]} is not supported")
+        jobs, errors = self._owned(caller, ids, "update")
+        admin = self.is_admin(caller)
+        done = []
+        for j in jobs:
+            vals = dict(changes)
+            if "nice" in vals and int(vals["nice"]) < 0 and not admin:
+                errors.append({"id": j.display_id, "message": "Access/permission denied"})
+                continue
+            if j.state != "PENDING" and set(vals) & {"account", "partition", "qos"}:
+                errors.append({"id": j.display_id, "message": "Job is no longer pending execution"})
+                continue
+            if "time_limit_s" in vals and not admin and j.time_limit_s not in (None, -1):
+                new = int(vals["time_limit_s"])
+                if new == -1 or new > j.time_limit_s:
+                    errors.append({"id": j.display_id, "message": "Access/permission denied"})
+                    continue
+            if "account" in vals:
+                info = self.cluster_info(j.user)
+                if vals["account"] not in info["user_accounts"]:
+                    errors.append({"id": j.display_id,
+                                   "message": "Invalid account or account/partition combination specified"})
+                    continue
+            if self.store.update_job(j.id, tuple(ACTIVE_STATES), **vals):
+                done.append(j.display_id)
+                if caller.uid != j.uid:
+                    self.store.audit(caller.uid, "job.update", {"job": j.id, "changes": vals})
+        self.wake()
+        return {"done": done, "errors": errors}
+
+
+def _csv(v: str | None) -> list[str] | None:
+    if not v:
+        return None
+    return [x for x in v.split(",") if x]
+
+
+def _filter(jobs: list[Job], q: dict[str, Any]) -> list[Job]:
+    def want(key: str) -> set[str] | None:
+        v = q.get(key)
+        return set(_csv(v) or []) or None
+
+    users, accounts, parts = want("users"), want("accounts"), want("partitions")
+    states, names, qos = want("states"), want("names"), want("qos")
+    out = []
+    for j in jobs:
+        if users and j.user not in users and str(j.uid) not in users:
+            continue
+        if accounts and j.account not in accounts:
+            continue
+        if parts and j.partition not in parts:
+            continue
+        if states and j.state not in states:
+            continue
+        if names and j.name not in names:
+            continue
+        if qos and j.qos not in qos:
+            continue
+        out.append(j)
+    return out
+
+
+__all__ = ["Caller", "Service", "SubmitError", "NotFound", "PermissionDenied", "Conflict"]

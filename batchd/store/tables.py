@@ -1,0 +1,165 @@
+"""The SQL schema: every table batchd keeps, as SQLAlchemy 2 typed models.
+
+The schema exists in a database only through the alembic revisions in `migrations/`;
+a test checks that `upgrade head` on an empty database equals this metadata. Times
+are unix seconds (double precision), durations seconds, memory MiB.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, Float, Index, Integer, MetaData, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class Meta(Base):
+    """Key/value facts of the installation (`next_job_id`)."""
+    __tablename__ = "meta"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[int] = mapped_column(Integer, nullable=False)
+
+
+class JobRow(Base):
+    """One job (one array task). `spec` is the submitted JOB_SPEC (script and environment
+    included), `request` the resolved request of batchd.jobspec.resolve, `allocation` the
+    current run's placement ({node: {tasks, gpus, cpus, memory_mb}})."""
+    __tablename__ = "jobs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    array_job_id: Mapped[int | None] = mapped_column(Integer)
+    array_task_id: Mapped[int | None] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(String(200), nullable=False)
+    user: Mapped[str] = mapped_column(String(64), nullable=False)
+    uid: Mapped[int] = mapped_column(Integer, nullable=False)
+    gid: Mapped[int] = mapped_column(Integer, nullable=False)
+    account: Mapped[str] = mapped_column(String(64), nullable=False)
+    partition: Mapped[str] = mapped_column(String(64), nullable=False)
+    qos: Mapped[str] = mapped_column(String(64), nullable=False)
+    state: Mapped[str] = mapped_column(String(16), nullable=False)
+    reason: Mapped[str] = mapped_column(String(64), nullable=False, default="None")
+    priority: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    nice: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    hold: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    submit_time: Mapped[float] = mapped_column(Float, nullable=False)
+    eligible_time: Mapped[float | None] = mapped_column(Float)
+    begin_time: Mapped[float | None] = mapped_column(Float)
+    start_time: Mapped[float | None] = mapped_column(Float)
+    end_time: Mapped[float | None] = mapped_column(Float)
+    time_limit_s: Mapped[int | None] = mapped_column(Integer)
+    exit_code: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    exit_signal: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    restarts: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    requeue: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True)
+    dependency: Mapped[str | None] = mapped_column(String(1000))
+    comment: Mapped[str | None] = mapped_column(String(1000))
+    node_list: Mapped[str] = mapped_column(String(1000), nullable=False, default="")
+    tres_req: Mapped[str] = mapped_column(String(500), nullable=False, default="")
+    tres_alloc: Mapped[str] = mapped_column(String(500), nullable=False, default="")
+    billing: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    allocation: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    request: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    # what the controller asked the node agent to do with the running job:
+    # "cancel", "preempt", "requeue", "signal:<n>" (None = nothing)
+    action: Mapped[str | None] = mapped_column(String(32))
+    action_by: Mapped[int | None] = mapped_column(Integer)
+    __table_args__ = (Index("ix_jobs_state", "state"), Index("ix_jobs_array_job_id", "array_job_id"))
+
+
+class UsageRecord(Base):
+    """One run of a job (start -> end): what was allocated and what it cost. Written
+    exactly once per (job_id, run): the unique constraint makes a repeated write a no-op."""
+    __tablename__ = "usage_records"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(Integer, nullable=False)
+    run: Mapped[int] = mapped_column(Integer, nullable=False)
+    array_job_id: Mapped[int | None] = mapped_column(Integer)
+    array_task_id: Mapped[int | None] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(String(200), nullable=False)
+    account: Mapped[str] = mapped_column(String(64), nullable=False)
+    user: Mapped[str] = mapped_column(String(64), nullable=False)
+    uid: Mapped[int] = mapped_column(Integer, nullable=False)
+    gid: Mapped[int] = mapped_column(Integer, nullable=False)
+    partition: Mapped[str] = mapped_column(String(64), nullable=False)
+    qos: Mapped[str] = mapped_column(String(64), nullable=False)
+    node_list: Mapped[str] = mapped_column(String(1000), nullable=False)
+    tres_alloc: Mapped[str] = mapped_column(String(500), nullable=False)
+    tres: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    billing: Mapped[float] = mapped_column(Float, nullable=False)
+    submit_time: Mapped[float] = mapped_column(Float, nullable=False)
+    start_time: Mapped[float] = mapped_column(Float, nullable=False)
+    end_time: Mapped[float] = mapped_column(Float, nullable=False)
+    elapsed_s: Mapped[int] = mapped_column(Integer, nullable=False)
+    state: Mapped[str] = mapped_column(String(16), nullable=False)
+    exit_code: Mapped[int] = mapped_column(Integer, nullable=False)
+    exit_signal: Mapped[int] = mapped_column(Integer, nullable=False)
+    cpu_time_s: Mapped[float | None] = mapped_column(Float)
+    max_rss_mb: Mapped[float | None] = mapped_column(Float)
+    gpu_util_pct: Mapped[float | None] = mapped_column(Float)
+    gpu_mem_mb: Mapped[float | None] = mapped_column(Float)
+    __table_args__ = (UniqueConstraint("job_id", "run", name="uq_usage_records_job_run"),
+                      Index("ix_usage_records_end_time", "end_time"))
+
+
+class AccountRow(Base):
+    """An account (a KAI queue): `resources` maps a TRES name to
+    {quota, limit, over_quota_weight, lending_limit}."""
+    __tablename__ = "accounts"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    parent: Mapped[str | None] = mapped_column(String(64))
+    priority: Mapped[int] = mapped_column(Integer, nullable=False, default=100)
+    shares: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
+    resources: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    created: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+class Association(Base):
+    """A user's membership of an account; `shares` None = FairShare=parent."""
+    __tablename__ = "associations"
+    user: Mapped[str] = mapped_column(String(64), primary_key=True)
+    account: Mapped[str] = mapped_column(String(64), primary_key=True)
+    shares: Mapped[int | None] = mapped_column(Integer, default=1)
+    is_default: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+
+
+class NodeRow(Base):
+    """A node as the cluster sees it; `gpus` is the snapshot's device list."""
+    __tablename__ = "nodes"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16), nullable=False)
+    reason: Mapped[str | None] = mapped_column(String(200))
+    cpus: Mapped[int] = mapped_column(Integer, nullable=False)
+    memory_mb: Mapped[int] = mapped_column(Integer, nullable=False)
+    gpus: Mapped[list[Any]] = mapped_column(JSON, nullable=False)
+    heartbeat: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+class UsageState(Base):
+    """Decayed fair-share usage (billing-seconds) per association key
+    (`account` or `account/user`), as of `updated`."""
+    __tablename__ = "usage_state"
+    key: Mapped[str] = mapped_column(String(140), primary_key=True)
+    usage: Mapped[float] = mapped_column(Float, nullable=False)
+    updated: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+class AuditRow(Base):
+    """Every admin action: who, when, what."""
+    __tablename__ = "audit"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    time: Mapped[float] = mapped_column(Float, nullable=False)
+    uid: Mapped[int] = mapped_column(Integer, nullable=False)
+    action: Mapped[str] = mapped_column(String(64), nullable=False)
+    detail: Mapped[str] = mapped_column(Text, nullable=False)

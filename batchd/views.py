@@ -1,0 +1,262 @@
+"""Turn jobs, usage records and nodes into the wire views of `batchd/protocol.py`
+(JOB_VIEW, ACCT_ROW, NODE_VIEW, PARTITION_VIEW). Pure functions of their inputs."""
+
+from __future__ import annotations
+
+import grp
+import time
+from typing import Any
+
+from batchd.config import Config
+from batchd.hostlist import compress
+from batchd.model import Job, Node, UsageRec
+from batchd.tres import format_tres, parse_tres
+
+
+def parse_job_id(raw: str) -> tuple[int, set[int] | None]:
+    """`123` -> (123, None); `123_4` -> (123, {4}); `123_[1-3,7]` -> (123, {1,2,3,7}).
+    Raises ValueError on anything else."""
+    raw = raw.strip()
+    if "_" not in raw:
+        return int(raw), None
+    head, _, tail = raw.partition("_")
+    jid = int(head)
+    if tail.startswith("[") and tail.endswith("]"):
+        tail = tail[1:-1]
+    tasks: set[int] = set()
+    for part in tail.split(","):
+        if "-" in part:
+            a, _, b = part.partition("-")
+            tasks.update(range(int(a), int(b) + 1))
+        else:
+            tasks.add(int(part))
+    return jid, tasks
+
+
+def group_name(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
+def exit_str(code: int, sig: int) -> str:
+    return f"{code}:{sig}"
+
+
+def gpu_indices(alloc: dict[str, Any] | None) -> dict[str, list[Any]]:
+    if not alloc:
+        return {}
+    return {n: list(a.get("gpus", [])) for n, a in alloc.items() if isinstance(a, dict)}
+
+
+def _ranges(idx: list[int]) -> str:
+    out, i = [], 0
+    s = sorted(idx)
+    while i < len(s):
+        j = i
+        while j + 1 < len(s) and s[j + 1] == s[j] + 1:
+            j += 1
+        out.append(str(s[i]) if i == j else f"{s[i]}-{s[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def gpus_str(job: Job) -> str:
+    """Slurm's `gpu:h200:2(IDX:0-1)` for the first node of the allocation."""
+    alloc = job.allocation or {}
+    for _node, a in alloc.items():
+        gpus = a.get("gpus", []) if isinstance(a, dict) else []
+        if not gpus:
+            return ""
+        idx = [int(str(g).split(":")[0]) for g in gpus]
+        gtype = (job.request.get("gpu_type") or a.get("gpu_type") or "gpu")
+        return f"gpu:{gtype}:{len(gpus)}(IDX:{_ranges(idx)})"
+    return ""
+
+
+def job_view(j: Job, cfg: Config, now: float | None = None) -> dict[str, Any]:
+    now = time.time() if now is None else now
+    req = j.request
+    alloc = j.allocation or {}
+    if j.state == "RUNNING" and j.start_time:
+        run_s = int(now - j.start_time)
+    elif j.start_time and j.end_time:
+        run_s = int(j.end_time - j.start_time)
+    else:
+        run_s = 0
+    nodes = len(alloc) if alloc else int(req.get("nodes") or 1)
+    cpus = sum(int(a.get("cpus", 0)) for a in alloc.values()) if alloc else \
+        int(req.get("tasks", 1)) * int(req.get("per_task", {}).get("cpu", 1))
+    mem = sum(int(a.get("memory_mb", 0)) for a in alloc.values()) if alloc else \
+        int(req.get("tasks", 1)) * int(req.get("per_task", {}).get("mem", 0))
+    spec = j.spec
+    task_str = None
+    if j.array_job_id is not None:
+        display = f"{j.array_job_id}_{j.array_task_id}"
+    else:
+        display = str(j.id)
+    return {
+        "id": j.id, "array_job_id": j.array_job_id, "array_task_id": j.array_task_id,
+        "array_task_str": task_str, "display_id": display,
+        "array_max_running": req.get("array_max_running"),
+        "name": j.name, "user": j.user, "uid": j.uid, "gid": j.gid, "group": group_name(j.gid),
+        "account": j.account, "partition": j.partition, "qos": j.qos, "state": j.state,
+        "reason": j.reason, "priority": j.priority, "nice": j.nice,
+        "submit_time": j.submit_time, "eligible_time": j.eligible_time, "start_time": j.start_time,
+        "end_time": j.end_time, "time_limit_s": j.time_limit_s, "run_time_s": max(run_s, 0),
+        "nodes": nodes, "node_list": j.node_list, "ntasks": int(req.get("tasks") or 1),
+        "cpus": cpus, "mem_mb": mem, "tres_req": j.tres_req, "tres_alloc": j.tres_alloc,
+        "gres": gpu_indices(alloc), "gpus_str": gpus_str(j),
+        "workdir": spec.get("workdir", ""), "stdout": req.get("stdout_path") or spec.get("output") or "",
+        "stderr": req.get("stderr_path") or spec.get("error") or "",
+        "command": spec.get("script_path") or "", "dependency": j.dependency, "requeue": j.requeue,
+        "restarts": j.restarts, "exit_code": exit_str(j.exit_code, j.exit_signal),
+        "derived_exit_code": "0:0", "comment": j.comment,
+        "batch_host": next(iter(alloc), None), "start_estimate": req.get("start_estimate"),
+        "begin_time": j.begin_time, "hold": j.hold, "submit_host": spec.get("submit_host"),
+        "cluster": cfg.cluster_name,
+    }
+
+
+def _state_label(state: str, by: int | None) -> str:
+    if state == "CANCELLED" and by is not None:
+        return f"CANCELLED by {by}"
+    return state
+
+
+def _row(j: Job, **kw: Any) -> dict[str, Any]:
+    base = {
+        "job_id": j.display_id, "job_id_raw": str(j.id), "name": j.name, "user": j.user, "uid": j.uid,
+        "group": group_name(j.gid), "account": j.account, "partition": j.partition, "qos": j.qos,
+        "submit": j.submit_time, "eligible": j.eligible_time or j.submit_time, "time_limit_s": j.time_limit_s,
+        "req_tres": _alpha(j.tres_req), "restarts": j.restarts, "workdir": j.spec.get("workdir", ""),
+        "comment": j.comment, "priority": j.priority, "step": None, "ntasks": int(j.request.get("tasks") or 1),
+        "derived_exit_code": "0:0",
+    }
+    base.update(kw)
+    return base
+
+
+def _alpha(tres: str) -> str:
+    if not tres:
+        return ""
+    t = parse_tres(tres)
+    b = t.pop("billing", None)
+    return format_tres(t, b, alphabetical=True)
+
+
+def _run_rows(j: Job, u: UsageRec, state: str, reason: str) -> list[dict[str, Any]]:
+    elapsed = int(u.elapsed_s)
+    alloc_nobill = dict(u.tres)
+    alloc_nobill.pop("billing", None)
+    nnodes = int(u.tres.get("node", 1) or 1)
+    main = _row(j, state=state, exit_code=exit_str(u.exit_code, u.exit_signal), start=u.start_time,
+                end=u.end_time, elapsed_s=elapsed, alloc_tres=format_tres(alloc_nobill, u.billing,
+                                                                          alphabetical=True),
+                node_list=u.node_list, nnodes=nnodes, ncpus=int(u.tres.get("cpu", 0)),
+                alloc_cpus=int(u.tres.get("cpu", 0)), req_mem=j.request.get("per_task", {}).get("mem", 0),
+                billing=int(u.billing), reason=reason)
+    # the batch step: what the script itself ended with, as slurmd records it
+    if u.state in ("TIMEOUT", "PREEMPTED") or u.state.startswith("CANCELLED"):
+        step_state, step_exit = "CANCELLED", f"0:{15 if u.exit_signal == 0 else u.exit_signal}"
+    elif u.state == "FAILED" and u.exit_signal:
+        step_state, step_exit = "CANCELLED" if u.exit_signal not in (9,) else "FAILED", exit_str(0, u.exit_signal)
+    else:
+        step_state, step_exit = u.state, exit_str(u.exit_code, u.exit_signal)
+    batch = dict(main, job_id=f"{j.display_id}.batch", job_id_raw=f"{j.id}.batch", name="batch", user="",
+                 state=step_state, exit_code=step_exit, alloc_tres=format_tres(alloc_nobill, None,
+                                                                                alphabetical=True),
+                 req_tres="", step="batch", nnodes=1, node_list=u.node_list.split(",")[0], billing=0,
+                 qos="", partition="")
+    return [main, batch]
+
+
+def acct_rows(jobs: list[Job], usage: list[UsageRec], *, duplicates: bool = False,
+              start: float | None = None, end: float | None = None) -> list[dict[str, Any]]:
+    """sacct's rows: per job its runs (only the latest without `duplicates`) and the
+    current state; each run is followed by its `.batch` step row."""
+    runs: dict[int, list[UsageRec]] = {}
+    for u in usage:
+        runs.setdefault(u.job_id, []).append(u)
+    out: list[dict[str, Any]] = []
+    for j in sorted(jobs, key=lambda x: (x.array_job_id or x.id, x.array_task_id or 0, x.id)):
+        recs = sorted(runs.get(j.id, []), key=lambda r: r.run)
+        rows: list[list[dict[str, Any]]] = []
+        for u in recs:
+            is_current = u.run == j.restarts and j.state not in ("PENDING", "RUNNING")
+            state = _state_label(j.state, j.action_by) if is_current else (
+                "PREEMPTED" if u.state == "PREEMPTED" and not j.requeue else "REQUEUED")
+            if is_current:
+                state = _state_label(u.state, j.action_by)
+            rows.append(_run_rows(j, u, state, j.reason if is_current else "None"))
+        if j.state in ("PENDING", "RUNNING") or not any(u.run == j.restarts for u in recs):
+            alloc = parse_tres(j.tres_alloc) if j.tres_alloc and j.state == "RUNNING" else {}
+            b = alloc.pop("billing", None)
+            now = time.time()
+            st = j.start_time if j.state == "RUNNING" else None
+            en = j.end_time if j.state not in ("PENDING", "RUNNING") else None
+            elapsed = int((en or now) - st) if st else 0
+            rows.append([_row(j, state=_state_label(j.state, j.action_by if j.state == "CANCELLED" else None),
+                              exit_code=exit_str(j.exit_code, j.exit_signal), start=st, end=en,
+                              elapsed_s=elapsed, alloc_tres=format_tres(alloc, b, alphabetical=True) if alloc
+                              else "", node_list=j.node_list or "None assigned", nnodes=len(j.allocation or {})
+                              or int(j.request.get("nodes") or 1), ncpus=int(alloc.get("cpu", 0)),
+                              alloc_cpus=int(alloc.get("cpu", 0)), req_mem=0, billing=int(b or 0),
+                              reason=j.reason)])
+        if not duplicates and rows:
+            rows = rows[-1:]
+        for group in rows:
+            head = group[0]
+            s_, e_ = head.get("start") or head.get("submit"), head.get("end")
+            if start is not None and e_ is not None and e_ < start:
+                continue
+            if end is not None and s_ is not None and s_ > end:
+                continue
+            out.extend(group)
+    return out
+
+
+def node_views(nodes: list[Node], running: list[Job], cfg: Config) -> dict[str, Any]:
+    used: dict[str, dict[str, Any]] = {n.name: {"cpus": 0, "mem": 0, "gpus": []} for n in nodes}
+    for j in running:
+        for name, a in (j.allocation or {}).items():
+            if name in used and isinstance(a, dict):
+                used[name]["cpus"] += int(a.get("cpus", 0))
+                used[name]["mem"] += int(a.get("memory_mb", 0))
+                used[name]["gpus"].extend(a.get("gpus", []))
+    out = []
+    for n in nodes:
+        u = used[n.name]
+        total_gpus, gtype = _gpu_total(n.gpus)
+        state = n.state
+        if state in ("IDLE", "MIXED", "ALLOCATED"):
+            if u["cpus"] == 0 and not u["gpus"]:
+                state = "IDLE"
+            elif u["cpus"] >= n.cpus or (total_gpus and len(u["gpus"]) >= total_gpus and u["cpus"] >= n.cpus):
+                state = "ALLOCATED"
+            else:
+                state = "MIXED"
+        gres = f"gpu:{gtype}:{total_gpus}" if total_gpus else "(null)"
+        idx = sorted(int(str(g).split(":")[0]) for g in u["gpus"])
+        gres_used = f"gpu:{gtype}:{len(idx)}(IDX:{_ranges(idx) if idx else 'N/A'})" if total_gpus else "(null)"
+        out.append({"name": n.name, "state": state, "reason": n.reason, "cpus": n.cpus,
+                    "cpus_alloc": u["cpus"], "memory_mb": n.memory_mb, "memory_alloc_mb": u["mem"],
+                    "gres": gres, "gres_used": gres_used,
+                    "partitions": [p.name for p in cfg.partitions if n.name in p.nodes],
+                    "features": [], "gpus": n.gpus, "heartbeat": n.heartbeat})
+    parts = [{"name": p.name, "default": p.default, "nodes": p.nodes, "node_list": compress(p.nodes),
+              "max_time_s": p.max_time_s, "default_time_s": p.default_time_s, "state": "UP",
+              "priority_job_factor": p.priority_job_factor} for p in cfg.partitions]
+    return {"nodes": out, "partitions": parts}
+
+
+def _gpu_total(gpus: list[Any]) -> tuple[int, str]:
+    total, gtype = 0, "gpu"
+    for g in gpus:
+        if "count" in g:
+            total += int(g["count"])
+        else:
+            total += 1
+        gtype = g.get("type", gtype)
+    return total, gtype

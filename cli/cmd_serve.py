@@ -1,0 +1,40 @@
+"""`batchd serve`: run the daemon (under systemd, or `--dev` in a terminal)."""
+
+import logging
+import sys
+
+import click
+
+
+@click.command("serve")
+@click.option("--config", "config_path", metavar="FILE", help="Config file (default $BATCHD_CONFIG or "
+              "/etc/batchd/batchd.toml; in --dev mode the bundled 16-GPU example).")
+@click.option("--dev", is_flag=True, help="Developer mode: state, socket and spool under ./.batchd, run as "
+              "the invoking user, every node of the config in this process with its GPUs faked, and the "
+              "database migrated automatically.")
+@click.option("--node", "nodes", multiple=True, metavar="NAME", help="The node(s) this daemon is the agent "
+              "of (default: every node of the config).")
+@click.option("--log-level", default="INFO", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+def command(config_path, dev, nodes, log_level):
+    """Run the batchd daemon until SIGTERM or Ctrl-C. Running jobs survive a stop or a
+    restart of the daemon."""
+    from batchd.config import load_config
+    from batchd.daemon import Daemon
+    from batchd.errors import BatchdError
+
+    logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        cfg = load_config(config_path, dev=dev)
+        d = Daemon(cfg, list(nodes) or None)
+        if dev:
+            click.echo(f"batchd (dev) listening on {cfg.socket}; cluster {cfg.cluster_name}, "
+                       f"{len(cfg.nodes)} node(s). Submit from this directory with sbatch.", err=True)
+        d.run_forever()
+    except BatchdError as e:
+        click.echo(f"batchd: error: {e.message}", err=True)
+        sys.exit(1)
+    except KeyError as e:
+        click.echo(f"batchd: error: unknown node {e.args[0]!r} (not in the config)", err=True)
+        sys.exit(1)
