@@ -1,0 +1,390 @@
+"""`sbatch`: submit a batch script to batchd, as Slurm's sbatch does.
+
+Flow: parse the command line (getopt grammar, `cli/options.py`); read the script (file,
+stdin, or `--wrap`); read its `#SBATCH` lines (only those before the first command
+line); read the `SBATCH_*` variables; merge them with the command line winning over the
+environment winning over the script; build the JOB_SPEC of `batchd/protocol.py`; send
+`POST /v1/jobs`; print `Submitted batch job N` (`N` with `--parsable`).
+
+Exit codes as Slurm: 0 submitted; 255 an option value Slurm's parser refuses; 1 a
+refused submission (`sbatch: error: Batch job submission failed: ...`), an unreadable or
+empty script, a getopt error, or an unreachable daemon; with `-W` the job's exit code.
+
+`--export=NONE` (and a `VAR` list) gives the job the user's *login* environment under the
+listed variables, as Slurm's `--get-user-env`. batchd approximates the login environment
+without running a login shell: HOME, SHELL, USER, LOGNAME from the password database,
+MAIL=/var/mail/USER and PATH=/usr/local/bin:/usr/bin:/bin (plus the sbin directories
+for root), which is what a Debian login shell sets before any profile script.
+
+Import cost is part of the latency budget (< 40 ms end to end): only builtins,
+`json`/`socket` (through the client) and the small modules beside this one.
+"""
+
+import os
+import sys
+
+from batchd.cli import sbatch_opts as so
+from batchd.cli.options import OptionError, parse, try_help
+
+PROG = "sbatch"
+WRAP_HEADER = "#!/bin/sh\n# This script was created by sbatch --wrap.\n\n"
+# daemon error codes -> the line Slurm prints before "Batch job submission failed"
+PRE_LINES = {
+    "InvalidPartition": "invalid partition specified: {partition}",
+    "MemoryNotSatisfiable": "Memory specification can not be satisfied",
+}
+USAGE = """Usage: sbatch [-N nnodes] [-n ntasks] [-c ncpus] [-t time] [-p partition] [-A account]
+              [-J jobname] [-o out] [-e err] [-D dir] [--gres=list] [--gpus=n] [--mem=MB]
+              [--array=indexes] [--dependency=type:jobid] [--export=names] [--wrap=cmd]
+              [--parsable] [-W] [--test-only] executable [args...]
+"""
+HELP = USAGE + """
+Submit a batch script to batchd (Slurm-compatible).
+
+Parallel run options:
+  -A, --account=name          charge job to specified account
+  -a, --array=indexes         job array index values (0-7, 1,3,5, 0-15:4, %N throttle)
+  -b, --begin=time            defer job until HH:MM MM/DD/YY, now+N[units], today, tomorrow
+      --comment=name          arbitrary comment
+  -c, --cpus-per-task=ncpus   number of cpus required per task
+  -C, --constraint=list       specify a list of constraints
+  -d, --dependency=type:jobid[:time] defer job until condition on jobid is satisfied
+                              (after, afterany, afterok, afternotok, aftercorr, singleton;
+                              ',' all, '?' any)
+  -D, --chdir=directory       set working directory for batch script
+  -e, --error=err             file for batch script's standard error
+      --exclusive             allocate nodes in exclusive mode
+      --export[=names]        specify environment variables to export (ALL, NONE, NIL,
+                              VAR=val lists, ALL,VAR=val)
+      --export-file=file      specify environment variables file to export
+      --gres=list             required generic resources per node (gpu:2, gpu:h200:2,
+                              gpu:1g.24gb:1, shard:8)
+  -H, --hold                  submit job in held state
+  -i, --input=in              file for batch script's standard input
+  -J, --job-name=jobname      name of job
+      --mail-type=type        accepted, no mail is sent
+      --mail-user=user        accepted, no mail is sent
+  -n, --ntasks=ntasks         number of tasks to run
+      --nice[=value]          decrease scheduling priority by value (default 100)
+      --no-requeue            if set, do not permit the job to be requeued
+      --ntasks-per-node=n     number of tasks to invoke on each node
+  -N, --nodes=N               number of nodes on which to run (N = min[-max])
+      --open-mode=mode        append or truncate the output/error files
+  -o, --output=out            file for batch script's standard output (%j %J %x %u %A
+                              %a %N %n %s %t %% and zero padding such as %3a)
+      --parsable              outputs only the jobid and cluster name (if present),
+                              separated by semicolon, only on successful submission.
+  -p, --partition=partition   partition requested
+  -q, --qos=qos               quality of service
+  -Q, --quiet                 quiet mode (suppress informational messages)
+      --requeue               if set, permit the job to be requeued
+      --signal=[R|B:]num[@time] send signal when time limit within time seconds
+  -t, --time=minutes          time limit (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, UNLIMITED)
+      --time-min=minutes      minimum time limit (if distinct)
+      --test-only             report when and where the job would start, submit nothing
+  -W, --wait                  wait for completion of submitted job, exit with its code
+      --wrap[=command string] wrap command string in a sh script and submit
+
+Consumable resources related options:
+      --mem=MB                minimum amount of real memory per node (K|M|G|T suffix)
+      --mem-per-cpu=MB        maximum amount of real memory per allocated cpu
+      --mem-per-gpu=MB        real memory required per allocated GPU
+      --cpus-per-gpu=n        number of CPUs required per allocated GPU
+  -G, --gpus=n                count of GPUs required for the job ([type:]n)
+      --gpus-per-node=n       number of GPUs required per allocated node
+      --gpus-per-task=n       number of GPUs required per spawned task
+
+Help options:
+  -h, --help                  show this help message
+      --usage                 display brief usage message
+  -V, --version               output version information and exit
+
+Input variables SBATCH_ACCOUNT, SBATCH_PARTITION, SBATCH_TIMELIMIT, SBATCH_JOB_NAME,
+SBATCH_GRES, SBATCH_GPUS, SBATCH_MEM_PER_NODE, SBATCH_OUTPUT, SBATCH_ERROR, SBATCH_QOS,
+SBATCH_EXPORT, ... act as the options; the command line wins over them, and they win
+over #SBATCH lines in the script.
+"""
+
+
+def _err(text, code=1):
+    sys.stderr.write(f"{PROG}: error: {text}\n")
+    sys.exit(code)
+
+
+def _die(e):
+    sys.stderr.write(e.message + "\n")
+    sys.exit(e.exit_code)
+
+
+def script_args(line):
+    """The arguments of one `#SBATCH` line (after the magic word): whitespace-separated,
+    with '...' and "..." quoting; an unquoted `#` starts a comment."""
+    out = []
+    cur = []
+    have = False
+    quote = None
+    for ch in line:
+        if quote:
+            if ch == quote:
+                quote = None
+            else:
+                cur.append(ch)
+            continue
+        if ch in "'\"":
+            quote = ch
+            have = True
+        elif ch in " \t\r\n":
+            if have:
+                out.append("".join(cur))
+                cur, have = [], False
+        elif ch == "#" and not have:
+            break
+        else:
+            cur.append(ch)
+            have = True
+    if have:
+        out.append("".join(cur))
+    return out
+
+
+def directives(script):
+    """The `#SBATCH` arguments of a script, in order, read up to the first line that is
+    neither blank nor a comment (Slurm ignores later directives)."""
+    args = []
+    for line in script.split("\n"):
+        if line.startswith("#SBATCH"):
+            args.extend(script_args(line[7:]))
+            continue
+        s = line.lstrip()
+        if s and not s.startswith("#"):
+            break
+    return args
+
+
+def check_script(script):
+    """Slurm's sanity checks of a batch script; exits 1 with its messages."""
+    if script == "":
+        _err("Batch script is empty!")
+    if script.strip() == "":
+        _err("Batch script contains only whitespace!")
+    if not script.startswith("#!"):
+        _err("This does not look like a batch script.  The first\n"
+             f"{PROG}: error: line must start with #! followed by the path to an interpreter.\n"
+             f"{PROG}: error: For instance: #!/bin/sh")
+    if "\r\n" in script:
+        _err("Batch script contains DOS line breaks (\\r\\n)\n"
+             f"{PROG}: error: instead of expected UNIX line breaks (\\n).")
+
+
+def login_env(user_env=None):
+    """The approximated login environment of the calling user (module docstring)."""
+    import pwd
+
+    pw = pwd.getpwuid(os.getuid())
+    path = "/usr/local/bin:/usr/bin:/bin"
+    if pw.pw_uid == 0:
+        path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    return {"HOME": pw.pw_dir, "SHELL": pw.pw_shell or "/bin/sh", "USER": pw.pw_name,
+            "LOGNAME": pw.pw_name, "MAIL": f"/var/mail/{pw.pw_name}", "PATH": path}
+
+
+def read_env_file(path):
+    """`--export-file`: NUL- or newline-separated VAR=val entries."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read().decode(errors="replace")
+    except OSError:
+        _err(f"Could not open user environment file {path}")
+    sep = "\0" if "\0" in data else "\n"
+    out = {}
+    for item in data.split(sep):
+        k, eq, val = item.partition("=")
+        if eq and k:
+            out[k] = val
+    return out
+
+
+def job_environment(export, environ, export_file=None):
+    """The environment the job starts from (before the daemon adds SLURM_* output
+    variables), following Slurm's --export rules; see the module docstring."""
+    env = read_env_file(export_file) if export_file else {}
+    raw = export if export is not None else "ALL"
+    up = raw.upper()
+    slurm_vars = {k: v for k, v in environ.items() if k.startswith("SLURM_")}
+    if up == "ALL":
+        env.update(environ)
+        return env
+    if up == "NIL":
+        env.update(slurm_vars)
+    elif up == "NONE":
+        env.update(login_env())
+        env.update(slurm_vars)
+    else:
+        picked = {}
+        for tok in raw.split(","):
+            if tok.upper() == "ALL":
+                picked.update(environ)
+            elif "=" in tok:
+                k, _, val = tok.partition("=")
+                picked[k] = val
+            elif tok in environ:
+                picked[tok] = environ[tok]
+        picked.update(slurm_vars)
+        env.update(login_env())
+        env.update(picked)
+    env["SLURM_EXPORT_ENV"] = raw
+    if up != "NIL":
+        env["SLURM_GET_USER_ENV"] = "1"
+    return env
+
+
+def build(argv, environ, stdin=None, cwd=None):
+    """(spec, options) for a command line: the complete JOB_SPEC and the merged option
+    values. Exits (SystemExit) for help, version and every refusal, as sbatch does."""
+    try:
+        cli, rest = parse(PROG, argv, so.TABLE, stop_at_positional=True)
+    except OptionError as e:
+        _die(e)
+    if cli.get("help"):
+        sys.stdout.write(HELP)
+        sys.exit(0)
+    if cli.get("usage"):
+        sys.stdout.write(USAGE)
+        sys.exit(0)
+    if cli.get("version"):
+        sys.stdout.write("slurm 22.05.8 (batchd)\n")
+        sys.exit(0)
+    wrap = cli.get("wrap")
+    if wrap is not None and rest:
+        _err("Script arguments not permitted with --wrap option")
+    cwd = cwd or os.getcwd()
+    script_path = None
+    if wrap is not None:
+        script = WRAP_HEADER + wrap + "\n"
+        default_name = "wrap"
+    elif rest:
+        script_path = rest[0]
+        try:
+            with open(script_path, "rb") as f:
+                script = f.read().decode(errors="replace")
+        except OSError:
+            _err(f"Unable to open file {script_path}")
+        default_name = os.path.basename(script_path)
+    else:
+        stream = stdin if stdin is not None else sys.stdin
+        script = stream.read()
+        default_name = None
+    check_script(script)
+    try:
+        from_script, _ = parse(PROG, directives(script), so.TABLE)
+        from_env, _ = parse(PROG, so.env_argv(environ), so.TABLE)
+    except OptionError as e:
+        _die(e)
+    merged = dict(from_script)
+    merged.update(from_env)
+    merged.update(cli)
+    so.mem_options(cli, merged)
+    try:
+        spec = so.build_spec(merged)
+    except OptionError as e:
+        _die(e)
+    name = merged.get("name")
+    if wrap is not None and "name" not in cli:
+        # --wrap names the job "wrap" unless -J is on the command line
+        name = merged.get("name") if "name" in from_env else "wrap"
+    spec["name"] = name or default_name or "sbatch"
+    spec["unnamed"] = name is None and default_name is None
+    spec["script"] = script
+    spec["script_path"] = script_path
+    spec["argv"] = rest[1:] if script_path else []
+    spec["submit_dir"] = cwd
+    chdir = merged.get("chdir")
+    spec["workdir"] = os.path.normpath(os.path.join(cwd, chdir)) if chdir else cwd
+    spec["export"] = merged.get("export", "ALL")
+    spec["environment"] = job_environment(merged.get("export"), environ, merged.get("export_file"))
+    spec["submit_host"] = os.uname().nodename.split(".")[0]
+    spec["wrap"] = wrap is not None
+    spec["parsable"] = bool(merged.get("parsable"))
+    spec["clusters"] = merged.get("clusters")
+    return spec, merged
+
+
+def _exit_status(job):
+    code = str(job.get("exit_code") or "0:0")
+    status, _, sig = code.partition(":")
+    try:
+        return int(status) if int(sig or 0) == 0 else 1
+    except ValueError:
+        return 1
+
+
+def wait_for(job_id, request):
+    """-W: poll until every task of the job is final; the highest task exit status."""
+    import time
+
+    from batchd.protocol import JOB_STATES_FINAL
+
+    delay = 0.2
+    while True:
+        reply = request("GET", "/v1/jobs", query={"ids": str(job_id), "all": "1"})
+        jobs = reply.get("jobs", [])
+        if jobs and all(j.get("state") in JOB_STATES_FINAL for j in jobs):
+            return max(_exit_status(j) for j in jobs)
+        time.sleep(delay)
+        delay = min(delay * 1.5, 2.0)
+
+
+def submit(spec, request):
+    """Send the spec; returns the reply. Prints Slurm's refusal lines and exits 1 on error."""
+    from batchd.cli.client import DaemonError, Unreachable
+
+    try:
+        return request("POST", "/v1/jobs", {"spec": spec})
+    except Unreachable as e:
+        _err(str(e))
+    except DaemonError as e:
+        pre = PRE_LINES.get(e.code)
+        if pre:
+            sys.stderr.write(f"{PROG}: error: {pre.format(**{'partition': spec.get('partition')})}\n")
+        _err(f"Batch job submission failed: {e.message}", e.exit_code or 1)
+    return None
+
+
+def main(argv=None):
+    """Entry point of the `sbatch` console script."""
+    from batchd.cli.client import request
+
+    argv = sys.argv[1:] if argv is None else argv
+    spec, merged = build(argv, dict(os.environ))
+    reply = submit(spec, request)
+    if spec["test_only"]:
+        start = reply.get("start_time")
+        import time
+
+        when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(start)) if start else "Unknown"
+        sys.stderr.write(f"{PROG}: Job {reply.get('job_id') or 0} to start at {when} using "
+                         f"{reply.get('cpus', 1)} processors on nodes {reply.get('nodes', '')} "
+                         f"in partition {reply.get('partition', '')}\n")
+        return 0
+    job_id = reply["job_id"]
+    if spec["parsable"]:
+        cluster = f";{spec['clusters']}" if spec.get("clusters") else ""
+        sys.stdout.write(f"{job_id}{cluster}\n")
+    elif not merged.get("quiet"):
+        sys.stdout.write(f"Submitted batch job {job_id}\n")
+    sys.stdout.flush()
+    if spec["wait"]:
+        from batchd.cli.client import DaemonError, Unreachable
+
+        try:
+            return wait_for(job_id, request)
+        except (DaemonError, Unreachable) as e:
+            _err(getattr(e, "message", str(e)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["main", "build", "directives", "script_args", "job_environment", "try_help"]
