@@ -1,0 +1,394 @@
+"""Shared formatting for the Slurm-named query commands (squeue, sacct, sinfo, scontrol).
+
+Everything here reproduces how Slurm 22.05 prints values, so that scripts that parse
+Slurm's output keep working:
+
+- durations: `fmt_elapsed` (squeue `%M`/`%l`: `0:06`, `10:00`, `1:00:00`, `2-03:04:05`),
+  `fmt_hms` (sacct/scontrol: `00:00:06`, `2-03:04:05`); `-1` means UNLIMITED;
+- timestamps: `fmt_ts` (`2026-11-30T15:26:24`, local time as SLURM_TIME_FORMAT's default);
+- memory: `fmt_mem` (MiB in, `1G`, `1500M`, `0` out);
+- host lists: `compress_hostlist` / `expand_hostlist` (`gpu[01-02],vm`);
+- columns: `parse_percent_format` + `render_percent` (squeue/sinfo `%[.][width]X`),
+  `cell` (fixed-width cell with Slurm's truncation).
+
+Import cost matters (each command runs on every call): builtins only, plus the socket
+client for `daemon_call`.
+"""
+
+import os
+import re
+import sys
+import time
+
+UNLIMITED = -1
+
+STATE_COMPACT = {
+    "PENDING": "PD", "RUNNING": "R", "SUSPENDED": "S", "COMPLETING": "CG", "COMPLETED": "CD",
+    "CONFIGURING": "CF", "CANCELLED": "CA", "FAILED": "F", "TIMEOUT": "TO", "PREEMPTED": "PR",
+    "NODE_FAIL": "NF", "OUT_OF_MEMORY": "OOM", "BOOT_FAIL": "BF", "DEADLINE": "DL",
+    "REQUEUED": "RQ", "REQUEUE_HOLD": "RH", "SPECIAL_EXIT": "SE", "RESIZING": "RS",
+    "REVOKED": "RV", "REQUEUE_FED": "RF", "RESV_DEL_HOLD": "RD", "SIGNALING": "SI",
+    "STAGE_OUT": "SO", "STOPPED": "ST",
+}
+STATE_LONG = {v: k for k, v in STATE_COMPACT.items()}
+
+
+def state_name(text):
+    """A job state given short (`pd`, `CA`) or long (`pending`) -> the long upper-case name,
+    or None when it is not a job state."""
+    t = text.strip().upper()
+    if t in STATE_COMPACT:
+        return t
+    return STATE_LONG.get(t)
+
+
+# ----------------------------------------------------------------------------- durations
+def fmt_elapsed(seconds):
+    """squeue's `%M`/`%l`/`%L` and sinfo's time limit: `M:SS`, `H:MM:SS`, `D-HH:MM:SS`.
+    None or -1 -> `UNLIMITED`. Negative remainders print as `0:00`."""
+    if seconds is None or seconds == UNLIMITED:
+        return "UNLIMITED"
+    s = max(0, int(seconds))
+    days, s = divmod(s, 86400)
+    hours, s = divmod(s, 3600)
+    minutes, s = divmod(s, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{s:02d}"
+    if hours:
+        return f"{hours}:{minutes:02d}:{s:02d}"
+    return f"{minutes}:{s:02d}"
+
+
+def fmt_hms(seconds, unlimited="UNLIMITED"):
+    """sacct Elapsed/Timelimit and scontrol RunTime/TimeLimit: `HH:MM:SS` or `D-HH:MM:SS`.
+    -1 -> `unlimited`; None -> `""`."""
+    if seconds is None:
+        return ""
+    if seconds == UNLIMITED:
+        return unlimited
+    s = max(0, int(seconds))
+    days, s = divmod(s, 86400)
+    hours, s = divmod(s, 3600)
+    minutes, s = divmod(s, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{s:02d}"
+    return f"{hours:02d}:{minutes:02d}:{s:02d}"
+
+
+_TL_RE = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+
+
+def parse_time_limit(text):
+    """Slurm's time formats -> seconds: `M`, `M:S`, `H:M:S`, `D-H`, `D-H:M`, `D-H:M:S`;
+    `UNLIMITED`/`INFINITE`/`-1` -> -1. Raises ValueError for anything else."""
+    t = text.strip()
+    if t.upper() in ("UNLIMITED", "INFINITE", "-1"):
+        return UNLIMITED
+    m = _TL_RE.match(t)
+    if not m:
+        raise ValueError(text)
+    d, a, b, c = m.groups()
+    if d is not None:  # D-H[:M[:S]]
+        return int(d) * 86400 + int(a) * 3600 + int(b or 0) * 60 + int(c or 0)
+    if c is not None:  # H:M:S
+        return int(a) * 3600 + int(b) * 60 + int(c)
+    if b is not None:  # M:S
+        return int(a) * 60 + int(b)
+    return int(a) * 60  # M
+
+
+# ----------------------------------------------------------------------------- timestamps
+def fmt_ts(epoch, none="N/A"):
+    """Unix seconds -> `YYYY-MM-DDTHH:MM:SS` in local time; None/0 -> `none`."""
+    if not epoch:
+        return none
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch))
+
+
+def banner_time(now=None):
+    """The date line that `squeue -l`/`sinfo -l` print first: `Mon Nov 30 14:43:48 2026`."""
+    return time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(now if now is not None else time.time()))
+
+
+_UNITS_S = {"": 1, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1, "m": 60, "min": 60,
+            "mins": 60, "minute": 60, "minutes": 60, "h": 3600, "hour": 3600, "hours": 3600,
+            "d": 86400, "day": 86400, "days": 86400, "w": 604800, "week": 604800, "weeks": 604800}
+
+
+def parse_when(text, now=None):
+    """sacct -S/-E and scontrol StartTime values -> unix seconds (local time).
+    Accepts `YYYY-MM-DD[THH:MM[:SS]]`, `MM/DD[/YY]`, `HH:MM[:SS]` (today), `now[+-N[units]]`,
+    `today`, `midnight`, `noon`, `tomorrow`, and plain unix seconds. Raises ValueError."""
+    now = time.time() if now is None else now
+    t = text.strip()
+    low = t.lower()
+    lt = time.localtime(now)
+    midnight = time.mktime((lt.tm_year, lt.tm_mon, lt.tm_mday, 0, 0, 0, 0, 0, -1))
+    if low in ("today", "midnight"):
+        return midnight
+    if low == "noon":
+        return midnight + 12 * 3600
+    if low == "tomorrow":
+        return time.mktime((lt.tm_year, lt.tm_mon, lt.tm_mday + 1, 0, 0, 0, 0, 0, -1))
+    m = re.match(r"^now(?:([+-])(\d+)([a-z]*))?$", low)
+    if m:
+        if not m.group(1):
+            return now
+        unit = _UNITS_S.get(m.group(3))
+        if unit is None:
+            raise ValueError(text)
+        return now + (1 if m.group(1) == "+" else -1) * int(m.group(2)) * unit
+    if re.match(r"^\d{9,}$", t):
+        return float(t)
+    m = re.match(r"^(\d{4})-(\d{1,2})-(\d{1,2})(?:T(\d{1,2}):(\d{2})(?::(\d{2}))?)?$", t)
+    if m:
+        y, mo, d, hh, mm, ss = (int(x) if x else 0 for x in m.groups())
+        return time.mktime((y, mo, d, hh, mm, ss, 0, 0, -1))
+    m = re.match(r"^(\d{1,2})/(\d{1,2})(?:/(\d{2,4}))?$", t)
+    if m:
+        y = int(m.group(3)) if m.group(3) else lt.tm_year
+        if y < 100:
+            y += 2000
+        return time.mktime((y, int(m.group(1)), int(m.group(2)), 0, 0, 0, 0, 0, -1))
+    m = re.match(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$", t)
+    if m:
+        return midnight + int(m.group(1)) * 3600 + int(m.group(2)) * 60 + int(m.group(3) or 0)
+    raise ValueError(text)
+
+
+# ----------------------------------------------------------------------------- memory
+def fmt_mem(mb):
+    """MiB -> Slurm's compact size: 0 -> `0`, 1024 -> `1G`, 1500 -> `1500M`,
+    1048576 -> `1T`; a string is returned as it is; None -> `""`."""
+    if mb is None:
+        return ""
+    if isinstance(mb, str):
+        return mb
+    mb = int(mb)
+    if mb == 0:
+        return "0"
+    for unit, size in (("P", 1024 ** 3), ("T", 1024 ** 2), ("G", 1024)):
+        if mb % size == 0:
+            return f"{mb // size}{unit}"
+    return f"{mb}M"
+
+
+# ----------------------------------------------------------------------------- host lists
+_NUM_TAIL = re.compile(r"^(.*?)(\d+)$")
+
+
+def compress_hostlist(names):
+    """Host names -> Slurm's ranged form, keeping first-seen order of prefixes:
+    `["gpu01", "gpu02", "gpu04", "vm"]` -> `gpu[01-02,04],vm`. A prefix with one host
+    prints without brackets (`gpu01`). Duplicates are dropped."""
+    groups = []  # [(prefix, width, [numbers])] in first-seen order
+    index = {}
+    seen = set()
+    for n in names:
+        if not n or n in seen:
+            continue
+        seen.add(n)
+        m = _NUM_TAIL.match(n)
+        if not m:
+            groups.append((n, None, None))
+            continue
+        key = (m.group(1), len(m.group(2)) if m.group(2).startswith("0") else 0)
+        if key not in index:
+            index[key] = len(groups)
+            groups.append((m.group(1), key[1], []))
+        groups[index[key]][2].append(int(m.group(2)))
+    out = []
+    for prefix, width, nums in groups:
+        if nums is None:
+            out.append(prefix)
+            continue
+        nums = sorted(set(nums))
+
+        def z(x, width=width):
+            return str(x).zfill(width) if width else str(x)
+        if len(nums) == 1:
+            out.append(prefix + z(nums[0]))
+            continue
+        ranges = []
+        start = prev = nums[0]
+        for x in nums[1:] + [None]:
+            if x is not None and x == prev + 1:
+                prev = x
+                continue
+            ranges.append(z(start) if start == prev else f"{z(start)}-{z(prev)}")
+            if x is not None:
+                start = prev = x
+        out.append(f"{prefix}[{','.join(ranges)}]")
+    return ",".join(out)
+
+
+def expand_hostlist(text):
+    """`gpu[01-02,04],vm` -> `["gpu01", "gpu02", "gpu04", "vm"]` (order kept)."""
+    out = []
+    for m in re.finditer(r"([^,\[]+)(?:\[([^\]]*)\])?([^,]*)", text or ""):
+        prefix, ranges, suffix = m.group(1), m.group(2), m.group(3)
+        if ranges is None:
+            out.append(prefix + suffix)
+            continue
+        for part in ranges.split(","):
+            if "-" in part:
+                a, b = part.split("-", 1)
+                width = len(a)
+                for x in range(int(a), int(b) + 1):
+                    out.append(f"{prefix}{str(x).zfill(width)}{suffix}")
+            elif part:
+                out.append(prefix + part + suffix)
+    return out
+
+
+def expand_ranges(text):
+    """`0-9:2,12` -> [0, 2, 4, 6, 8, 12]; a `%N` throttle suffix is ignored."""
+    out = []
+    for part in text.split("%")[0].split(","):
+        part = part.strip()
+        if not part:
+            continue
+        step = 1
+        if ":" in part:
+            part, s = part.split(":", 1)
+            step = int(s)
+        if "-" in part:
+            a, b = part.split("-", 1)
+            out.extend(range(int(a), int(b) + 1, step))
+        else:
+            out.append(int(part))
+    return out
+
+
+def compress_ranges(nums):
+    """[0, 1, 2, 4, 8, 9] -> `0-2,4,8-9`."""
+    nums = sorted(set(nums))
+    if not nums:
+        return ""
+    ranges = []
+    start = prev = nums[0]
+    for x in nums[1:] + [None]:
+        if x is not None and x == prev + 1:
+            prev = x
+            continue
+        ranges.append(str(start) if start == prev else f"{start}-{prev}")
+        if x is not None:
+            start = prev = x
+    return ",".join(ranges)
+
+
+# ----------------------------------------------------------------------------- columns
+def cell(value, width, right):
+    """One fixed-width cell as squeue/sinfo print it: cut to `width`, padded on the left
+    (`right=True`) or the right. width None -> the value as it is."""
+    s = "" if value is None else str(value)
+    if width is None:
+        return s
+    s = s[:width]
+    return s.rjust(width) if right else s.ljust(width)
+
+
+_PCT = re.compile(r"%(\.)?(\d+)?([A-Za-z])")
+
+
+def parse_percent_format(fmt):
+    """`"%.18i %.9P %8j|%R"` -> list of items, each either a literal string or a tuple
+    `(code, width_or_None, right_justified)`. `%%` is a literal percent sign."""
+    items = []
+    pos = 0
+    while pos < len(fmt):
+        j = fmt.find("%", pos)
+        if j < 0:
+            items.append(fmt[pos:])
+            break
+        if j > pos:
+            items.append(fmt[pos:j])
+        if fmt.startswith("%%", j):
+            items.append("%")
+            pos = j + 2
+            continue
+        m = _PCT.match(fmt, j)
+        if not m:
+            items.append(fmt[j:])
+            break
+        width = int(m.group(2)) if m.group(2) else None
+        items.append((m.group(3), width, bool(m.group(1))))
+        pos = m.end()
+    return items
+
+
+def render_percent(items, values):
+    """Join parsed format `items` into a line; `values(code)` returns the text of a code."""
+    out = []
+    for it in items:
+        if isinstance(it, str):
+            out.append(it)
+        else:
+            code, width, right = it
+            out.append(cell(values(code), width, right))
+    return "".join(out)
+
+
+def parse_field_list(text, default_width=20):
+    """`-O`/`--Format` lists: `"JobID:10,Name,State:.8"` -> [(name, width, right)].
+    A width may be prefixed with `.` for right justification (Slurm's convention)."""
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        name, _, w = part.partition(":")
+        right = w.startswith(".")
+        w = w.lstrip(".")
+        out.append((name, int(w) if w.isdigit() else default_width, right))
+    return out
+
+
+def truncate_plus(value, width):
+    """sacct's cut: a value longer than |width| keeps width-1 characters and ends in `+`."""
+    s = "" if value is None else str(value)
+    w = abs(width)
+    if len(s) > w:
+        s = s[:w - 1] + "+" if w > 0 else ""
+    return s
+
+
+# ----------------------------------------------------------------------------- daemon
+def daemon_call(prog, method, path, body=None, query=None, error_prefix=None):
+    """`client.request`, exiting on failure: an unreachable daemon prints
+    `<prog>: error: ...` and exits 1; an error reply prints `<error_prefix> error: <message>`
+    (Slurm's API error wording, e.g. `slurm_load_jobs error: Invalid job id specified`) or
+    `<prog>: error: <message>` and exits with the reply's exit code."""
+    from batchd.cli import client  # local import: tests may monkeypatch client.request
+    try:
+        return client.request(method, path, body, query)
+    except client.Unreachable as e:
+        sys.stderr.write(f"{prog}: error: {e}\n")
+        sys.exit(1)
+    except client.DaemonError as e:
+        if error_prefix:
+            sys.stderr.write(f"{error_prefix} error: {e.message}\n")
+        else:
+            sys.stderr.write(f"{prog}: error: {e.message}\n")
+        sys.exit(e.exit_code or 1)
+
+
+def current_user():
+    """The invoking user's name (for `--me`)."""
+    import pwd
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())
+
+
+def write(text):
+    """Write `text` to stdout, quietly stopping when the reader went away (`| head`)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass

@@ -1,0 +1,404 @@
+"""`sacct`: accounting records as Slurm 22.05 prints them.
+
+Data: `GET /v1/accounting` (ACCT_ROW rows, one per job run and per step, see
+batchd/protocol.py). Layout: fixed-width columns (each cell followed by one space,
+header and a dashed line), `-p` (`|` after each field), `-P` (`|` between fields);
+values longer than a column are cut and end in `+`. `--format` accepts `Field%N`
+(N > 0 right-justified, N < 0 left-justified). Field names are case-insensitive.
+
+Time window (Slurm's rules): without `-S`, a query with `-j` has no lower bound, one
+with `-s` starts now, any other starts at midnight today; `-E` defaults to now.
+"""
+
+import json
+import os
+import sys
+import time
+
+from batchd.cli import fmt
+from batchd.cli.options import Opt, OptionError, parse
+
+PROG = "sacct"
+DEFAULT_FIELDS = "jobid,jobname,partition,account,alloccpus,state,exitcode"
+BRIEF_FIELDS = "jobid,state,exitcode"
+LONG_FIELDS = ("jobid,jobidraw,jobname,partition,maxvmsize,maxvmsizenode,maxvmsizetask,avevmsize,maxrss,"
+               "maxrssnode,maxrsstask,averss,maxpages,maxpagesnode,maxpagestask,avepages,mincpu,mincpunode,"
+               "mincputask,avecpu,ntasks,alloccpus,elapsed,state,exitcode,avecpufreq,reqcpufreqmin,"
+               "reqcpufreqmax,reqcpufreqgov,reqmem,consumedenergy,maxdiskread,maxdiskreadnode,"
+               "maxdiskreadtask,avediskread,maxdiskwrite,maxdiskwritenode,maxdiskwritetask,avediskwrite,"
+               "reqtres,alloctres,tresusageinave,tresusageinmax,tresusageinmaxnode,tresusageinmaxtask,"
+               "tresusageinmin,tresusageinminnode,tresusageinmintask,tresusageintot,tresusageoutmax,"
+               "tresusageoutmaxnode,tresusageoutmaxtask,tresusageoutave,tresusageouttot")
+
+# Every field sacct 22.05 accepts (`sacct -e` order), with its default width
+# (negative: left-justified).
+FIELD_WIDTHS = {
+    "Account": 10, "AdminComment": 15, "AllocCPUS": 10, "AllocNodes": 10, "AllocTRES": 10,
+    "AssocID": 10, "AveCPU": 10, "AveCPUFreq": 10, "AveDiskRead": 12, "AveDiskWrite": 12,
+    "AvePages": 10, "AveRSS": 10, "AveVMSize": 10, "BlockID": 16, "Cluster": 10, "Comment": 15,
+    "Constraints": 19, "ConsumedEnergy": 14, "ConsumedEnergyRaw": 17, "Container": 19,
+    "CPUTime": 10, "CPUTimeRAW": 10, "DBIndex": 9, "DerivedExitCode": 15, "Elapsed": 10,
+    "ElapsedRaw": 10, "Eligible": 19, "End": 19, "ExitCode": 8, "Flags": 20, "GID": 6,
+    "Group": 9, "JobID": -12, "JobIDRaw": -12, "JobName": 10, "Layout": 8, "MaxDiskRead": 12,
+    "MaxDiskReadNode": 15, "MaxDiskReadTask": 15, "MaxDiskWrite": 12, "MaxDiskWriteNode": 16,
+    "MaxDiskWriteTask": 16, "MaxPages": 8, "MaxPagesNode": 12, "MaxPagesTask": 12, "MaxRSS": 10,
+    "MaxRSSNode": 10, "MaxRSSTask": 10, "MaxVMSize": 10, "MaxVMSizeNode": 14, "MaxVMSizeTask": 14,
+    "McsLabel": 20, "MinCPU": 10, "MinCPUNode": 10, "MinCPUTask": 10, "NCPUS": 10, "NNodes": 8,
+    "NodeList": 15, "NTasks": 8, "Partition": 10, "Priority": 10, "QOS": 10, "QOSRAW": 10,
+    "Reason": 20, "ReqCPUFreq": 13, "ReqCPUFreqGov": 13, "ReqCPUFreqMax": 13, "ReqCPUFreqMin": 13,
+    "ReqCPUS": 8, "ReqMem": 10, "ReqNodes": 8, "ReqTRES": 10, "Reservation": 20,
+    "ReservationId": 20, "Reserved": 10, "ResvCPU": 10, "ResvCPURAW": 10, "Start": 19, "State": 10,
+    "Submit": 19, "SubmitLine": 20, "Suspended": 10, "SystemComment": 15, "SystemCPU": 10,
+    "Timelimit": 10, "TimelimitRaw": 12, "TotalCPU": 10, "TRESUsageInAve": 14,
+    "TRESUsageInMax": 14, "TRESUsageInMaxNode": 18, "TRESUsageInMaxTask": 18,
+    "TRESUsageInMin": 14, "TRESUsageInMinNode": 18, "TRESUsageInMinTask": 18,
+    "TRESUsageInTot": 14, "TRESUsageOutAve": 15, "TRESUsageOutMax": 15,
+    "TRESUsageOutMaxNode": 19, "TRESUsageOutMaxTask": 19, "TRESUsageOutMin": 15,
+    "TRESUsageOutMinNode": 19, "TRESUsageOutMinTask": 19, "TRESUsageOutTot": 15, "UID": 6,
+    "User": 9, "UserCPU": 10, "WCKey": 10, "WCKeyID": 10, "WorkDir": 15,
+}
+# accepted but not listed by `sacct -e` (batchd extras)
+EXTRA_WIDTHS = {"Restarts": 8}
+CANONICAL = {k.lower(): k for k in (*FIELD_WIDTHS, *EXTRA_WIDTHS)}
+# long state names accepted by -s, with their short forms
+STATE_CODES = {"CA": "CANCELLED", "CD": "COMPLETED", "CF": "CONFIGURING", "CG": "COMPLETING",
+               "DL": "DEADLINE", "F": "FAILED", "NF": "NODE_FAIL", "OOM": "OUT_OF_MEMORY",
+               "PD": "PENDING", "PR": "PREEMPTED", "R": "RUNNING", "RQ": "REQUEUED", "RS": "RESIZING",
+               "RV": "REVOKED", "S": "SUSPENDED", "TO": "TIMEOUT", "BF": "BOOT_FAIL"}
+FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY",
+         "BOOT_FAIL", "DEADLINE", "REQUEUED", "REVOKED")
+
+TABLE = [
+    Opt("a", "allusers", "none", "allusers"),
+    Opt("A", "accounts", "required", "accounts", multi=True),
+    Opt("b", "brief", "none", "brief"),
+    Opt("D", "duplicates", "none", "duplicates"),
+    Opt(None, "delimiter", "required", "delimiter"),
+    Opt("e", "helpformat", "none", "helpformat"),
+    Opt("E", "endtime", "required", "end"),
+    Opt(None, "help", "none", "help"),
+    Opt("j", "jobs", "required", "jobs", multi=True),
+    Opt(None, "json", "none", "json"),
+    Opt("l", "long", "none", "long"),
+    Opt(None, "name", "required", "names", multi=True),
+    Opt("n", "noheader", "none", "noheader"),
+    Opt(None, "noconvert", "none", "noconvert"),
+    Opt("o", "format", "required", "format"),
+    Opt("p", "parsable", "none", "parsable"),
+    Opt("P", "parsable2", "none", "parsable2"),
+    Opt("q", "qos", "required", "qos", multi=True),
+    Opt("r", "partition", "required", "partitions", multi=True),
+    Opt("s", "state", "required", "states", multi=True),
+    Opt("S", "starttime", "required", "start"),
+    Opt("u", "user", "required", "users", multi=True),
+    Opt(None, "units", "required", "units"),
+    Opt(None, "usage", "none", "usage"),
+    Opt("v", "verbose", "none", "verbose", multi=True),
+    Opt("V", "version", "none", "version"),
+    Opt("X", "allocations", "none", "allocations"),
+]
+
+USAGE = """Usage: sacct [options]
+  -a, --allusers:     Display jobs for all users.
+  -A, --accounts:     Use this comma separated list of accounts to select jobs.
+  -b, --brief:        Equivalent to '--format=jobstep,state,error'.
+  -D, --duplicates:   Show every record of a job that was requeued.
+      --delimiter:    ASCII characters used to separate the fields when
+                      specifying the -p or -P options (default '|').
+  -e, --helpformat:   Print a list of fields that can be specified with the
+                      '--format' option.
+  -E, --endtime:      Select jobs eligible before this time.
+  -j, --jobs:         Format is <job(.step)>. Display information about this
+                      job or comma-separated list of jobs.
+      --json:         Produce JSON output.
+  -l, --long:         Equivalent to specifying a long list of fields.
+      --name:         Display jobs that have any of these name(s).
+  -n, --noheader:     No header will be added to the beginning of output.
+  -o, --format:       Comma separated list of fields (use "--helpformat"
+                      for a list of available fields).
+  -p, --parsable:     Output will be '|' delimited with a '|' at the end.
+  -P, --parsable2:    Output will be '|' delimited without a '|' at the end.
+  -q, --qos:          Only send data about jobs using these qos.
+  -r, --partition:    Comma separated list of partitions to select jobs.
+  -s, --state:        Select jobs based on their state during the time period.
+  -S, --starttime:    Select jobs eligible after this time.
+  -u, --user:         Use this comma separated list of users to select jobs.
+  -X, --allocations:  Only show statistics relevant to the job allocation
+                      itself, not taking steps into consideration.
+
+  Note, valid start/end time formats are...
+       HH:MM[:SS] [AM|PM]
+       MMDD[YY] or MM/DD[/YY] or MM.DD[.YY]
+       MM/DD[/YY]-HH:MM[:SS]
+       YYYY-MM-DD[THH:MM[:SS]]
+       today, midnight, noon, now[{+|-}<num>[{seconds|minutes|hours|days|weeks}]]
+"""
+
+
+def _split(values):
+    out = []
+    for v in values or []:
+        out.extend(x.strip() for x in v.split(",") if x.strip())
+    return out
+
+
+def parse_fields(text):
+    """`"JobID%20,jobname,State%-12"` -> [(canonical name, width)]; raises OptionError
+    `Invalid field requested: "X"` for a name sacct does not know."""
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        name, _, w = part.partition("%")
+        canon = CANONICAL.get(name.lower())
+        if canon is None:
+            raise OptionError(f'{PROG}: error: Invalid field requested: "{name}"', 1)
+        width = FIELD_WIDTHS.get(canon) or EXTRA_WIDTHS[canon]
+        if w:
+            try:
+                width = int(w)
+            except ValueError:
+                raise OptionError(f'{PROG}: error: Invalid field requested: "{part}"', 1) from None
+        out.append((canon, width))
+    return out
+
+
+def _final(row):
+    return (row.get("state") or "").split(" ")[0] in FINAL
+
+
+def _time(row, key):
+    v = row.get(key)
+    if v:
+        return fmt.fmt_ts(v)
+    if key in ("start", "end", "eligible") and _final(row):
+        return "None" if key != "eligible" else "Unknown"
+    return "Unknown"
+
+
+def field_value(row, name):
+    """The text of field `name` (canonical) for one ACCT_ROW."""
+    g = row.get
+    is_step = "." in str(g("job_id") or "")
+    if name == "JobID":
+        return str(g("job_id") or "")
+    if name == "JobIDRaw":
+        return str(g("job_id_raw") or g("job_id") or "")
+    if name == "JobName":
+        return g("name") or ""
+    if name == "State":
+        st = g("state") or ""
+        if st == "CANCELLED" and g("cancelled_by") is not None and not is_step:
+            return f"CANCELLED by {g('cancelled_by')}"
+        return st
+    if name in ("ExitCode", "DerivedExitCode"):
+        v = g("exit_code" if name == "ExitCode" else "derived_exit_code")
+        if v is None:
+            return "" if is_step and name == "DerivedExitCode" else "0:0"
+        return str(v)
+    if name in ("Submit", "Eligible", "Start", "End"):
+        return _time(row, name.lower())
+    if name == "Elapsed":
+        return fmt.fmt_hms(g("elapsed_s") or 0)
+    if name == "ElapsedRaw":
+        return str(g("elapsed_s") or 0)
+    if name == "Timelimit":
+        return "" if g("time_limit_s") is None else fmt.fmt_hms(g("time_limit_s"))
+    if name == "TimelimitRaw":
+        tl = g("time_limit_s")
+        if tl is None:
+            return ""
+        return "UNLIMITED" if tl == fmt.UNLIMITED else str((tl + 59) // 60)
+    if name in ("AllocCPUS", "NCPUS"):
+        v = g("alloc_cpus") if g("alloc_cpus") is not None else g("ncpus")
+        return "" if v is None else str(v)
+    if name == "ReqCPUS":
+        return str(g("req_cpus") if g("req_cpus") is not None else (g("ncpus") or ""))
+    if name == "ReqMem":
+        return fmt.fmt_mem(g("req_mem"))
+    if name == "AllocTRES":
+        return g("alloc_tres") or ""
+    if name == "ReqTRES":
+        return g("req_tres") or ""
+    if name in ("NNodes", "AllocNodes"):
+        v = g("nnodes")
+        return "" if v is None else str(v)
+    if name == "NodeList":
+        return g("node_list") or ("None assigned" if not is_step else "")
+    if name == "CPUTimeRAW":
+        return str((g("elapsed_s") or 0) * (g("alloc_cpus") or g("ncpus") or 0))
+    if name == "CPUTime":
+        return fmt.fmt_hms((g("elapsed_s") or 0) * (g("alloc_cpus") or g("ncpus") or 0))
+    if name == "Group":
+        return g("group") or ""
+    if name == "WorkDir":
+        return g("workdir") or ""
+    if name == "QOS":
+        return g("qos") or ""
+    if name == "Cluster":
+        return g("cluster") or ""
+    simple = {"User": "user", "UID": "uid", "GID": "gid", "Account": "account", "Partition": "partition",
+              "NTasks": "ntasks", "Restarts": "restarts", "Comment": "comment", "Reason": "reason",
+              "Priority": "priority", "SubmitLine": "submit_line", "Flags": "flags"}
+    key = simple.get(name)
+    if key is None:
+        return ""
+    v = g(key)
+    return "" if v is None else str(v)
+
+
+def render_table(rows, fields, header=True, parsable=None, delimiter="|"):
+    """Lines of sacct output. `parsable`: None (columns), "p" (trailing delimiter), "P"."""
+    lines = []
+    if parsable:
+        end = delimiter if parsable == "p" else ""
+        if header:
+            lines.append(delimiter.join(n for n, _ in fields) + end)
+        for r in rows:
+            lines.append(delimiter.join(field_value(r, n) for n, _ in fields) + end)
+        return lines
+
+    def line(values):
+        cells = []
+        for (_, w), v in zip(fields, values, strict=True):
+            v = fmt.truncate_plus(v, w)
+            cells.append(v.rjust(w) if w > 0 else v.ljust(-w))
+        return " ".join(cells) + " "
+    if header:
+        lines.append(line([n for n, _ in fields]))
+        lines.append(" ".join("-" * abs(w) for _, w in fields) + " ")
+    for r in rows:
+        lines.append(line([field_value(r, n) for n, _ in fields]))
+    return lines
+
+
+def helpformat():
+    """`sacct -e`: every field name, four per line, 19 wide."""
+    names = list(FIELD_WIDTHS)
+    lines = []
+    for i in range(0, len(names), 4):
+        lines.append(" ".join(f"{n:<19}" for n in names[i:i + 4]))
+    return "".join(x + "\n" for x in lines)
+
+
+def build_query(opts, now=None):
+    """The GET /v1/accounting query for the parsed options."""
+    now = time.time() if now is None else now
+    q = {}
+    jobs = _split(opts.get("jobs"))
+    states = []
+    for s in _split(opts.get("states")):
+        name = STATE_CODES.get(s.upper()) or (s.upper() if s.upper() in STATE_CODES.values() else None)
+        if name is None:
+            raise OptionError(f"{PROG}: error: Invalid state: {s}", 1)
+        states.append(name)
+    users = _split(opts.get("users"))
+    for key, val in (("ids", jobs), ("users", users), ("accounts", _split(opts.get("accounts"))),
+                     ("states", states), ("partitions", _split(opts.get("partitions"))),
+                     ("qos", _split(opts.get("qos"))), ("names", _split(opts.get("names")))):
+        if val:
+            q[key] = ",".join(val)
+    try:
+        if opts.get("start"):
+            q["start"] = str(int(fmt.parse_when(opts["start"], now)))
+        elif states:
+            q["start"] = str(int(now))
+        elif not jobs:
+            q["start"] = str(int(fmt.parse_when("midnight", now)))
+        if opts.get("end"):
+            q["end"] = str(int(fmt.parse_when(opts["end"], now)))
+    except ValueError as e:
+        raise OptionError(f"{PROG}: error: Invalid time specification: {e}", 1) from None
+    if opts.get("allusers") or (users and users != [fmt.current_user()]):
+        q["all_users"] = "1"
+    if os.getuid() == 0 and not users:
+        q["all_users"] = "1"  # root sees every user's jobs, as in Slurm
+    if opts.get("duplicates"):
+        q["duplicates"] = "1"
+    return q
+
+
+def to_json(rows):
+    """`--json`: one object per job with its steps nested, Slurm-like key names."""
+    jobs = {}
+    order = []
+    for r in rows:
+        jid = str(r.get("job_id") or "")
+        base, _, step = jid.partition(".")
+        if not step:
+            order.append(r)
+            r = dict(r)
+            jobs.setdefault(base, []).append({"job": r, "steps": []})
+            continue
+        if base in jobs:
+            jobs[base][-1]["steps"].append({"step": {"id": jid, "name": step}, "state": r.get("state"),
+                                            "exit_code": r.get("exit_code"), "tres": {"allocated": r.get("alloc_tres")},
+                                            "time": {"start": r.get("start"), "end": r.get("end"),
+                                                     "elapsed": r.get("elapsed_s")}})
+    out = []
+    for entries in jobs.values():
+        for e in entries:
+            j = e["job"]
+            out.append({"job_id": j.get("job_id_raw") or j.get("job_id"), "name": j.get("name"),
+                        "user": j.get("user"), "account": j.get("account"), "partition": j.get("partition"),
+                        "qos": j.get("qos"), "state": {"current": field_value(j, "State"),
+                                                       "reason": j.get("reason")},
+                        "exit_code": j.get("exit_code"), "derived_exit_code": j.get("derived_exit_code"),
+                        "time": {"submission": j.get("submit"), "eligible": j.get("eligible"),
+                                 "start": j.get("start"), "end": j.get("end"), "elapsed": j.get("elapsed_s"),
+                                 "limit": j.get("time_limit_s")},
+                        "tres": {"allocated": j.get("alloc_tres"), "requested": j.get("req_tres")},
+                        "nodes": j.get("node_list"), "restarts": j.get("restarts"),
+                        "working_directory": j.get("workdir"), "comment": j.get("comment"),
+                        "steps": e["steps"]})
+    return json.dumps({"meta": {"plugin": {"type": "openapi/dbv0.0.38", "name": "batchd"}},
+                       "errors": [], "jobs": out}, indent=2) + "\n"
+
+
+def render(rows, opts):
+    """Output text for fetched rows and parsed options."""
+    if opts.get("allocations"):
+        rows = [r for r in rows if "." not in str(r.get("job_id") or "")]
+    if opts.get("json"):
+        return to_json(rows)
+    spec = opts.get("format") or (BRIEF_FIELDS if opts.get("brief") else None) or \
+        (LONG_FIELDS if opts.get("long") else None) or os.environ.get("SACCT_FORMAT") or DEFAULT_FIELDS
+    fields = parse_fields(spec)
+    parsable = "P" if opts.get("parsable2") else ("p" if opts.get("parsable") else None)
+    lines = render_table(rows, fields, not opts.get("noheader"), parsable, opts.get("delimiter") or "|")
+    return "".join(x + "\n" for x in lines)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        opts, rest = parse(PROG, argv, TABLE)
+        if opts.get("help") or opts.get("usage"):
+            fmt.write(USAGE)
+            return 0
+        if opts.get("version"):
+            fmt.write("slurm 22.05.8 (batchd)\n")
+            return 0
+        if opts.get("helpformat"):
+            fmt.write(helpformat())
+            return 0
+        if rest:
+            raise OptionError(f"{PROG}: error: Unknown arguments: {' '.join(rest)}", 1)
+        if opts.get("format"):
+            parse_fields(opts["format"])
+        q = build_query(opts)
+    except OptionError as e:
+        sys.stderr.write(e.message + "\n")
+        return e.exit_code
+    reply = fmt.daemon_call(PROG, "GET", "/v1/accounting", query=q)
+    try:
+        fmt.write(render(reply.get("records", []), opts))
+    except OptionError as e:
+        sys.stderr.write(e.message + "\n")
+        return e.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,508 @@
+"""`squeue`: the job queue as Slurm 22.05 prints it.
+
+Data: `GET /v1/jobs` (JOB_VIEW rows, see batchd/protocol.py). Layouts: the default
+`%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R`, `-l`, `--start`, `-o` with Slurm's `%`
+codes, `-O` long field names (20 wide by default, no separator), `--json`.
+Rows are sorted by `-S` (default `P,t,-p`: partition, state name, priority descending),
+ties keep the daemon's order. Pending array masters print as `123_[4-7%2]`, `-r` prints
+one row per task.
+"""
+
+import json
+import os
+import sys
+import time
+
+from batchd.cli import fmt
+from batchd.cli.options import Opt, OptionError, parse
+
+PROG = "squeue"
+DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
+LONG_FORMAT = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
+START_FORMAT = "%.18i %.9P %.8j %.8u %.2t  %.19S %.6D %20Y %R"
+STEPS_FORMAT = "%.15i %.8j %.9P %.8u %.9M %N"
+DEFAULT_SORT = "P,t,-p"
+ACTIVE = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "REQUEUED",
+          "RESIZING", "SIGNALING", "STAGE_OUT", "REQUEUE_HOLD", "SPECIAL_EXIT", "STOPPED")
+# squeue %R prints "(reason)" instead of the node list for these states
+REASON_STATES = ("PENDING", "TIMEOUT", "OUT_OF_MEMORY", "DEADLINE", "FAILED", "NODE_FAIL",
+                 "BOOT_FAIL")
+
+TABLE = [
+    Opt("A", "account", "required", "accounts", multi=True),
+    Opt("a", "all", "none", "all"),
+    Opt("h", "noheader", "none", "noheader"),
+    Opt(None, "help", "none", "help"),
+    Opt("i", "iterate", "required", "iterate"),
+    Opt("j", "jobs", "optional", "jobs", multi=True),
+    Opt(None, "json", "none", "json"),
+    Opt("l", "long", "none", "long"),
+    Opt(None, "me", "none", "me"),
+    Opt("n", "name", "required", "names", multi=True),
+    Opt("o", "format", "required", "format"),
+    Opt("O", "Format", "required", "Format"),
+    Opt("p", "partition", "required", "partitions", multi=True),
+    Opt("q", "qos", "required", "qos", multi=True),
+    Opt("r", "array", "none", "array"),
+    Opt("S", "sort", "required", "sort"),
+    Opt("s", "steps", "optional", "steps"),
+    Opt(None, "start", "none", "start"),
+    Opt("t", "states", "required", "states", multi=True),
+    Opt("u", "user", "required", "users", multi=True),
+    Opt(None, "usage", "none", "usage"),
+    Opt("v", "verbose", "none", "verbose", multi=True),
+    Opt("V", "version", "none", "version"),
+    Opt("w", "nodelist", "required", "nodelist", multi=True),
+]
+
+USAGE = """Usage: squeue [OPTIONS]
+  -A, --account=account(s)        comma separated list of accounts
+                                  to view, default is all accounts
+  -a, --all                       display jobs in hidden partitions
+  -h, --noheader                  no headers on output
+  -i, --iterate=seconds           specify an interation period
+  -j, --job=job(s)                comma separated list of jobs IDs
+                                  to view, default is all
+      --json                      Produce JSON output
+  -l, --long                      long report
+      --me                        equivalent to --user=<my username>
+  -n, --name=job_name(s)          comma separated list of job names to view
+  -o, --format=format             format specification
+  -O, --Format=format             format specification
+  -p, --partition=partition(s)    comma separated list of partitions
+                                  to view, default is all partitions
+  -q, --qos=qos(s)                comma separated list of qos's
+                                  to view, default is all qos's
+  -r, --array                     display one job array element per line
+  -S, --sort=fields               comma separated list of fields to sort on
+      --start                     print expected start times of pending jobs
+  -t, --states=states             comma separated list of states to view,
+                                  default is pending and running,
+                                  'all' reports all states
+  -u, --user=user_name(s)         comma separated list of users to view
+  -v, --verbose                   verbosity level
+  -V, --version                   output version information and exit
+  -w, --nodelist=hostlist         list of nodes to view, default is
+                                  all nodes
+
+Help options:
+  --help                          show this help message
+  --usage                         display a brief summary of squeue options
+"""
+
+# %code -> (header, value key)
+CODES = {
+    "a": ("ACCOUNT", "account"), "A": ("JOBID", "job_id"), "b": ("TRES_PER_NODE", "tres_per_node"),
+    "B": ("EXEC_HOST", "batch_host"), "c": ("MIN_CPUS", "min_cpus"), "C": ("CPUS", "cpus"),
+    "d": ("MIN_TMP_DISK", "zero"), "D": ("NODES", "nodes"), "e": ("END_TIME", "end_time"),
+    "E": ("DEPENDENCY", "dependency"), "f": ("FEATURES", "features"),
+    "F": ("ARRAY_JOB_ID", "array_job_id"), "g": ("GROUP", "group"), "G": ("GROUP", "gid"),
+    "h": ("OVER_SUBSCRIBE", "oversubscribe"), "i": ("JOBID", "display_id"),
+    "j": ("NAME", "name"), "k": ("COMMENT", "comment"), "K": ("ARRAY_TASK_ID", "array_task_id"),
+    "l": ("TIME_LIMIT", "time_limit"), "L": ("TIME_LEFT", "time_left"),
+    "m": ("MIN_MEMORY", "min_memory"), "M": ("TIME", "time_used"), "n": ("REQ_NODES", "empty"),
+    "N": ("NODELIST", "node_list"), "o": ("COMMAND", "command"), "O": ("CONTIGUOUS", "zero"),
+    "p": ("PRIORITY", "priority_norm"), "P": ("PARTITION", "partition"), "q": ("QOS", "qos"),
+    "Q": ("PRIORITY", "priority"), "r": ("REASON", "reason"), "R": ("NODELIST(REASON)", "reason_list"),
+    "S": ("START_TIME", "start_time"), "t": ("ST", "state_compact"), "T": ("STATE", "state"),
+    "u": ("USER", "user"), "U": ("UID", "uid"), "v": ("RESERVATION", "null"),
+    "V": ("SUBMIT_TIME", "submit_time"), "w": ("WCKEY", "null"), "W": ("LICENSES", "null"),
+    "x": ("EXC_NODES", "empty"), "y": ("NICE", "nice"), "Y": ("SCHEDNODES", "null"),
+    "z": ("S:C:T", "sct"), "Z": ("WORK_DIR", "workdir"),
+}
+
+# -O long names (lower case, without '-' and '_') -> (header, value key)
+FIELDS = {
+    "account": ("ACCOUNT", "account"), "accruetime": ("ACCRUE_TIME", "accrue_time"),
+    "arrayjobid": ("ARRAY_JOB_ID", "array_job_id"), "arraytaskid": ("ARRAY_TASK_ID", "array_task_id"),
+    "batchhost": ("EXEC_HOST", "batch_host"), "command": ("COMMAND", "command"),
+    "comment": ("COMMENT", "comment"), "dependency": ("DEPENDENCY", "dependency"),
+    "derivedec": ("DERIVED_EC", "derived_exit_code"), "eligibletime": ("ELIGIBLE_TIME", "eligible_time"),
+    "endtime": ("END_TIME", "end_time"), "exitcode": ("EXIT_CODE", "exit_code"),
+    "feature": ("FEATURES", "features"), "groupid": ("GROUP", "gid"), "groupname": ("GROUP", "group"),
+    "jobarrayid": ("JOBID", "display_id"), "jobid": ("JOBID", "job_id"),
+    "minmemory": ("MIN_MEMORY", "min_memory"), "mincpus": ("MIN_CPUS", "min_cpus"),
+    "name": ("NAME", "name"), "nice": ("NICE", "nice"), "nodelist": ("NODELIST", "node_list"),
+    "numcpus": ("CPUS", "cpus"), "numnodes": ("NODES", "nodes"), "numtasks": ("TASKS", "ntasks"),
+    "partition": ("PARTITION", "partition"), "priority": ("PRIORITY", "priority_norm"),
+    "prioritylong": ("PRIORITY", "priority"), "qos": ("QOS", "qos"), "reason": ("REASON", "reason"),
+    "reasonlist": ("NODELIST(REASON)", "reason_list"), "requeue": ("REQUEUE", "requeue"),
+    "restartcnt": ("RESTARTCNT", "restarts"), "schednodes": ("SCHEDNODES", "null"),
+    "starttime": ("START_TIME", "start_time"), "state": ("STATE", "state"),
+    "statecompact": ("ST", "state_compact"), "stderr": ("STDERR", "stderr"), "stdin": ("STDIN", "stdin"),
+    "stdout": ("STDOUT", "stdout"), "submittime": ("SUBMIT_TIME", "submit_time"),
+    "timeleft": ("TIME_LEFT", "time_left"), "timelimit": ("TIME_LIMIT", "time_limit"),
+    "timeused": ("TIME", "time_used"), "tresalloc": ("TRES_ALLOC", "tres_alloc"),
+    "tresperjob": ("TRES_PER_JOB", "tres_per_job"), "trespernode": ("TRES_PER_NODE", "tres_per_node"),
+    "userid": ("UID", "uid"), "username": ("USER", "user"), "workdir": ("WORK_DIR", "workdir"),
+    "nodes": ("NODES", "nodes"), "reservation": ("RESERVATION", "null"), "qosraw": ("QOS", "qos"),
+}
+
+
+def _ts(v):
+    return fmt.fmt_ts(v, "N/A")
+
+
+def job_value(job, key, now=None):
+    """The text of one column for a JOB_VIEW `job`; `key` is a value key of CODES/FIELDS."""
+    g = job.get
+    state = g("state") or ""
+    if key == "display_id":
+        return g("display_id") or str(g("id"))
+    if key == "job_id":
+        return str(g("id"))
+    if key == "array_job_id":
+        return str(g("array_job_id") or g("id"))
+    if key == "array_task_id":
+        if g("array_task_id") is not None:
+            return str(g("array_task_id"))
+        if g("array_task_str"):
+            return g("array_task_str").strip("[]")
+        return "N/A"
+    if key == "state_compact":
+        return fmt.STATE_COMPACT.get(state, state[:2])
+    if key == "state":
+        return state
+    if key == "reason":
+        return g("reason") or "None"
+    if key == "reason_list":
+        if state in REASON_STATES and (state == "PENDING" or g("reason") not in (None, "", "None")):
+            return f"({g('reason') or 'None'})"
+        return g("node_list") or ""
+    if key == "time_used":
+        return fmt.fmt_elapsed(g("run_time_s") or 0)
+    if key == "time_limit":
+        tl = g("time_limit_s")
+        return "NOT_SET" if tl is None else fmt.fmt_elapsed(tl)
+    if key == "time_left":
+        tl = g("time_limit_s")
+        if tl is None or tl == fmt.UNLIMITED:
+            return "UNLIMITED"
+        return fmt.fmt_elapsed(max(0, tl - (g("run_time_s") or 0)))
+    if key == "min_memory":
+        for k in ("mem_per_cpu_mb", "mem_per_node_mb"):
+            if g(k) is not None:
+                return fmt.fmt_mem(g(k))
+        return fmt.fmt_mem(g("mem_mb") or 0)
+    if key == "priority_norm":
+        return f"{(g('priority') or 0) / 4294967295:.14f}"
+    if key == "start_time":
+        if state == "PENDING":
+            return _ts(g("start_estimate") or g("start_time"))
+        return _ts(g("start_time"))
+    if key == "end_time":
+        if not g("start_time"):
+            return "N/A"
+        if state not in ("PENDING", "RUNNING", "SUSPENDED", "CONFIGURING") and g("end_time"):
+            return _ts(g("end_time"))
+        tl = g("time_limit_s")
+        if state != "PENDING" and tl not in (None, fmt.UNLIMITED):
+            return _ts(g("start_time") + tl)
+        return "NONE"
+    if key in ("submit_time", "eligible_time", "accrue_time"):
+        return _ts(g(key))
+    if key in ("tres_per_node", "tres_per_job"):
+        return g(key) or "N/A"
+    if key == "tres_alloc":
+        return g("tres_alloc") or g("tres_req") or ""
+    if key in ("dependency", "comment", "features"):
+        v = g(key)
+        return "(null)" if v in (None, "") else str(v)
+    if key == "null":
+        return "(null)"
+    if key == "empty":
+        return ""
+    if key == "zero":
+        return "0"
+    if key == "oversubscribe":
+        return "OK"
+    if key == "sct":
+        return "*:*:*"
+    if key == "min_cpus":
+        v = g("min_cpus")
+        if v is None:
+            nodes = g("nodes") or 1
+            v = max(1, (g("cpus") or 1) // nodes)
+        return str(v)
+    if key == "requeue":
+        return "1" if g("requeue") else "0"
+    if key == "stdin":
+        return g("stdin") or "/dev/null"
+    v = g(key)
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    return str(v)
+
+
+# ----------------------------------------------------------------------------- arrays, sort
+def expand_arrays(jobs):
+    """`-r`: a pending array master (`array_task_str` set) becomes one row per task, each
+    with `array_task_id` and `display_id` `<array_job_id>_<task>`; other rows unchanged."""
+    out = []
+    for j in jobs:
+        ts = j.get("array_task_str")
+        if not ts or j.get("array_task_id") is not None:
+            out.append(j)
+            continue
+        base = j.get("array_job_id") or j.get("id")
+        for t in fmt.expand_ranges(ts.strip("[]")):
+            c = dict(j)
+            c["array_task_id"] = t
+            c["array_task_str"] = None
+            c["display_id"] = f"{base}_{t}"
+            out.append(c)
+    return out
+
+
+def _sort_value(job, code):
+    g = job.get
+    if code in ("p", "Q"):
+        return g("priority") or 0
+    if code in ("i", "A", "F"):
+        return (g("array_job_id") or g("id") or 0, g("array_task_id") if g("array_task_id") is not None else -1,
+                g("id") or 0)
+    if code in ("M",):
+        return g("run_time_s") or 0
+    if code in ("l", "L"):
+        tl = g("time_limit_s")
+        return float("inf") if tl in (None, fmt.UNLIMITED) else tl
+    if code in ("S", "V", "e"):
+        key = {"S": "start_time", "V": "submit_time", "e": "end_time"}[code]
+        v = g(key) if code != "S" or g("state") != "PENDING" else (g("start_estimate") or g("start_time"))
+        return float("inf") if v is None else v
+    if code in ("D", "C", "y", "U"):
+        return g({"D": "nodes", "C": "cpus", "y": "nice", "U": "uid"}[code]) or 0
+    if code in ("t", "T"):
+        return g("state") or ""
+    header_key = CODES.get(code)
+    return job_value(job, header_key[1]) if header_key else ""
+
+
+def sort_jobs(jobs, spec):
+    """Sort by a squeue `-S` spec (`"P,t,-p"`): comma separated `%` codes, `-` for
+    descending, `+` ascending. Stable: ties keep the input order."""
+    out = list(jobs)
+    for part in reversed([p.strip() for p in spec.split(",") if p.strip()]):
+        desc = part.startswith("-")
+        code = part.lstrip("+-")[:1]
+        if code:
+            out.sort(key=lambda j, c=code: _sort_value(j, c), reverse=desc)
+    return out
+
+
+# ----------------------------------------------------------------------------- layouts
+def format_percent(jobs, fmtstr, header=True, now=None):
+    """Lines of a `-o` layout (header first unless `header` is False)."""
+    items = fmt.parse_percent_format(fmtstr)
+    lines = []
+    if header:
+        lines.append(fmt.render_percent(items, lambda c: CODES.get(c, (c.upper(), ""))[0]))
+    for j in jobs:
+        lines.append(fmt.render_percent(items, lambda c, j=j: job_value(j, CODES[c][1], now) if c in CODES else ""))
+    return lines
+
+
+def field_key(name):
+    """A `-O` name -> (header, value key), or None when squeue does not know it."""
+    return FIELDS.get(name.lower().replace("-", "").replace("_", ""))
+
+
+def format_fields(jobs, fields, header=True, now=None):
+    """Lines of a `-O` layout: each field cut/padded to its width, no separator."""
+    specs = []
+    for name, width, right in fields:
+        hk = field_key(name)
+        specs.append((hk, width, right))
+    lines = []
+    if header:
+        lines.append("".join(fmt.cell(hk[0], w, r) for hk, w, r in specs))
+    for j in jobs:
+        lines.append("".join(fmt.cell(job_value(j, hk[1], now), w, r) for hk, w, r in specs))
+    return lines
+
+
+def to_json(jobs, meta=None):
+    """`--json`: Slurm's OpenAPI v0.0.38-like document with the fields batchd knows."""
+    out = []
+    for j in jobs:
+        g = j.get
+        tl = g("time_limit_s")
+        out.append({
+            "account": g("account"), "array_job_id": g("array_job_id") or 0,
+            "array_task_id": g("array_task_id"), "array_task_string": (g("array_task_str") or "").strip("[]"),
+            "batch_host": g("batch_host") or "", "command": g("command") or "", "comment": g("comment") or "",
+            "cpus": g("cpus"), "current_working_directory": g("workdir") or "",
+            "dependency": g("dependency") or "", "derived_exit_code": g("derived_exit_code"),
+            "eligible_time": int(g("eligible_time") or 0), "end_time": int(g("end_time") or 0),
+            "exit_code": g("exit_code"), "group_id": g("gid"), "group_name": g("group"),
+            "job_id": g("id"), "job_state": g("state"), "name": g("name"), "nice": g("nice"),
+            "node_count": g("nodes"), "nodes": g("node_list") or "", "partition": g("partition"),
+            "priority": g("priority"), "qos": g("qos"), "requeue": bool(g("requeue")),
+            "restart_cnt": g("restarts") or 0, "standard_error": g("stderr") or "",
+            "standard_input": "/dev/null", "standard_output": g("stdout") or "",
+            "start_time": int(g("start_time") or 0), "state_reason": g("reason") or "None",
+            "submit_time": int(g("submit_time") or 0), "tasks": g("ntasks"),
+            "time_limit": None if tl in (None, -1) else (tl + 59) // 60,
+            "tres_alloc_str": g("tres_alloc") or "", "tres_req_str": g("tres_req") or "",
+            "tres_per_node": g("tres_per_node") or "", "tres_per_job": g("tres_per_job") or "",
+            "user_id": g("uid"), "user_name": g("user"),
+        })
+    return json.dumps({"meta": meta or {"plugin": {"type": "openapi/v0.0.38", "name": "batchd"}},
+                       "errors": [], "jobs": out}, indent=2) + "\n"
+
+
+# ----------------------------------------------------------------------------- main
+def _split(values):
+    out = []
+    for v in values or []:
+        out.extend(x.strip() for x in (v or "").split(",") if x.strip())
+    return out
+
+
+def build_query(opts):
+    """The GET /v1/jobs query for the parsed options, and the client-side state filter
+    (None = the daemon's default, active jobs only)."""
+    q = {}
+    jobs = _split(opts.get("jobs"))
+    users = _split(opts.get("users"))
+    if opts.get("me"):
+        users.append(fmt.current_user())
+    for key, val in (("ids", jobs), ("users", users), ("accounts", _split(opts.get("accounts"))),
+                     ("partitions", _split(opts.get("partitions"))), ("names", _split(opts.get("names"))),
+                     ("qos", _split(opts.get("qos")))):
+        if val:
+            q[key] = ",".join(val)
+    states = None
+    raw_states = _split(opts.get("states"))
+    if raw_states:
+        if any(s.lower() == "all" for s in raw_states):
+            q["all"] = "1"
+        else:
+            states = []
+            for s in raw_states:
+                name = fmt.state_name(s)
+                if name is None:
+                    raise OptionError(f"Invalid job state specified: {s}", 1)
+                states.append(name)
+            q["states"] = ",".join(states)
+            if any(s not in ACTIVE for s in states):
+                q["all"] = "1"
+    elif jobs:
+        q["all"] = "1"  # an explicit job list shows jobs in any state
+    if len(jobs) == 1 and "states" in q:
+        # one job: load it whatever its state (as slurm_load_job does), filter here
+        del q["states"]
+        q["all"] = "1"
+    return q, states, jobs
+
+
+def render(jobs, opts, now=None):
+    """The full output text for already-fetched jobs and parsed options."""
+    if opts.get("array"):
+        jobs = expand_arrays(jobs)
+    start = opts.get("start")
+    if start:
+        jobs = [j for j in jobs if j.get("state") == "PENDING"]
+    sort = opts.get("sort") or os.environ.get("SQUEUE_SORT") or ("S" if start else DEFAULT_SORT)
+    if start and not opts.get("sort"):
+        jobs = sort_jobs(sort_jobs(jobs, "i"), "S")
+    else:
+        jobs = sort_jobs(jobs, sort)
+    if opts.get("json"):
+        return to_json(jobs)
+    header = not opts.get("noheader")
+    fields = opts.get("Format") or (None if opts.get("format") else os.environ.get("SQUEUE_FORMAT2"))
+    if fields:
+        lines = format_fields(jobs, fmt.parse_field_list(fields), header, now)
+    else:
+        f = opts.get("format") or os.environ.get("SQUEUE_FORMAT")
+        if not f:
+            f = START_FORMAT if start else (LONG_FORMAT if opts.get("long") else DEFAULT_FORMAT)
+        lines = format_percent(jobs, f, header, now)
+    text = "".join(line + "\n" for line in lines)
+    if opts.get("long") and header:
+        text = fmt.banner_time(now) + "\n" + text
+    return text
+
+
+def fetch(opts):
+    """Query the daemon; return (jobs, error) after client-side filters."""
+    from batchd.cli import client
+    q, states, jobs_list = build_query(opts)
+    try:
+        reply = client.request("GET", "/v1/jobs", query=q)
+    except client.Unreachable as e:
+        return None, f"{PROG}: error: {e}"
+    except client.DaemonError as e:
+        return None, f"slurm_load_jobs error: {e.message}"
+    jobs = reply.get("jobs", [])
+    if states is not None:
+        jobs = [j for j in jobs if j.get("state") in states]
+    elif q.get("all") != "1":
+        jobs = [j for j in jobs if j.get("state") in ACTIVE]
+    nodes = _split(opts.get("nodelist"))
+    if nodes:
+        wanted = set()
+        for n in nodes:
+            wanted.update(fmt.expand_hostlist(n))
+        jobs = [j for j in jobs if wanted & set(fmt.expand_hostlist(j.get("node_list") or ""))]
+    if len(jobs_list) == 1 and "[" not in jobs_list[0] and not reply.get("jobs"):
+        return None, "slurm_load_jobs error: Invalid job id specified"
+    return jobs, None
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        opts, rest = parse(PROG, argv, TABLE)
+        if opts.get("help") or opts.get("usage"):
+            fmt.write(USAGE)
+            return 0
+        if opts.get("version"):
+            fmt.write("slurm 22.05.8 (batchd)\n")
+            return 0
+        if rest:  # squeue takes no positional arguments
+            raise OptionError(f"{PROG}: error: Unrecognized option: {rest[0]}\n"
+                              f"Usage: squeue [-A account] [--clusters names] [-i seconds] [--job jobid]\n"
+                              f"              [-n name] [-o format] [-p partitions] [--qos qos]\n"
+                              f"              [--reservation reservation] [--sort fields] [--start]\n"
+                              f"              [--step step_id] [-t states] [-u user_name] [--usage]\n"
+                              f"              [-L licenses] [-w nodes] [--federation] [--local]\n"
+                              f"              [--sibling] [--expand-patterns] [--json] [--yaml]\n"
+                              f"              [-ahjlrsv]", 1)
+        for name, _w, _r in fmt.parse_field_list(opts.get("Format") or ""):
+            if field_key(name) is None:
+                raise OptionError(f"Invalid job format specification: {name}", 1)
+        iterate = opts.get("iterate")
+        if iterate is not None and (not iterate.isdigit() or int(iterate) <= 0):
+            raise OptionError(f"{PROG}: error: --iterate={iterate} must be a positive integer", 1)
+        if opts.get("steps") is not None:
+            # batchd runs one batch step per job and does not list steps
+            if not opts.get("noheader"):
+                fmt.write(fmt.render_percent(fmt.parse_percent_format(STEPS_FORMAT),
+                                             lambda c: {"i": "STEPID", "j": "NAME", "P": "PARTITION",
+                                                        "u": "USER", "M": "TIME", "N": "NODELIST"}[c]) + "\n")
+            return 0
+    except OptionError as e:
+        msg = e.message if e.message.startswith(PROG) or "\n" in e.message else f"{PROG}: error: {e.message}"
+        sys.stderr.write(msg + "\n")
+        return e.exit_code
+    while True:
+        jobs, err = fetch(opts)
+        if err:
+            sys.stderr.write(err + "\n")
+            return 1
+        fmt.write(render(jobs, opts))
+        if not iterate:
+            return 0
+        try:
+            time.sleep(int(iterate))
+        except KeyboardInterrupt:
+            return 0
+        fmt.write("\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
