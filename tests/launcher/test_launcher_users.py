@@ -1,0 +1,145 @@
+"""As root: jobs run as their users, and files are opened with the user's rights only.
+
+Creates two throwaway users (and one extra group) with useradd, removed afterwards.
+Skipped when not root or when useradd is missing.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("useradd") is None, reason="needs root and useradd")
+
+
+@dataclass
+class User:
+    name: str
+    uid: int
+    gid: int
+    home: Path  # a private (0700) directory owned by the user, used as workdir
+
+
+@pytest.fixture(scope="module")
+def users() -> Iterator[tuple[User, User, int]]:
+    """Two users; the first is also in an extra group (whose gid is the third item)."""
+    tag = f"{os.getpid() % 100000:05d}"
+    group, names = f"bdtg{tag}", [f"bdta{tag}", f"bdtb{tag}"]
+    base = Path(tempfile.mkdtemp(prefix="batchd-users-", dir="/tmp"))
+    os.chmod(base, 0o711)
+    created: list[str] = []
+    try:
+        subprocess.run(["groupadd", group], check=True)
+        for i, name in enumerate(names):
+            extra = ["-G", group] if i == 0 else []
+            subprocess.run(["useradd", "-M", "-d", str(base / name), "-s", "/bin/bash", *extra, name],
+                           check=True)
+            created.append(name)
+        made = []
+        for name in names:
+            pw = pwd.getpwnam(name)
+            home = base / name
+            home.mkdir(mode=0o700)
+            os.chown(home, pw.pw_uid, pw.pw_gid)
+            made.append(User(name, pw.pw_uid, pw.pw_gid, home))
+        yield made[0], made[1], grp.getgrnam(group).gr_gid
+    finally:
+        for name in created:
+            subprocess.run(["userdel", name], check=False)
+        subprocess.run(["groupdel", group], check=False, stderr=subprocess.DEVNULL)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _as(jobs, user: User, script: str, **changes):
+    out = str(user.home / "slurm.out")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(user.home), "USER": user.name}
+    fields = {"user": user.name, "uid": user.uid, "gid": user.gid, "home": str(user.home),
+              "workdir": str(user.home), "env": env, "stdout": out, "stderr": out}
+    return jobs.run(script, **{**fields, **changes})
+
+
+def test_each_job_runs_as_its_user_with_groups(jobs, users):
+    a, b, extra_gid = users
+    for user in (a, b):
+        status, out = _as(jobs, user, '#!/bin/bash\necho "$(id -u) $(id -g)"\nid -G\ntouch made\n')
+        assert status.final_state == "COMPLETED", status.error
+        ids, groups = out.splitlines()
+        assert ids == f"{user.uid} {user.gid}"
+        assert set(map(int, groups.split())) == set(os.getgrouplist(user.name, user.gid))
+        assert 0 not in set(map(int, groups.split()))  # root's groups are dropped
+        for produced in (user.home / "slurm.out", user.home / "made"):
+            assert (os.stat(produced).st_uid, os.stat(produced).st_gid) == (user.uid, user.gid)
+    _, out = _as(jobs, a, "#!/bin/bash\nid -G\n")
+    assert str(extra_gid) in out.split()
+
+
+def test_explicit_groups_replace_the_lookup(jobs, users):
+    a, _b, _extra = users
+    status, out = _as(jobs, a, "#!/bin/bash\nid -G\n", groups=[a.gid])
+    assert status.final_state == "COMPLETED" and out.split() == [str(a.gid)]
+
+
+def test_output_in_a_directory_the_user_cannot_write_fails(jobs, users):
+    a, _b, _extra = users
+    private = Path(tempfile.mkdtemp(dir="/tmp"))  # root-owned, 0700
+    try:
+        for target in (private / "out.txt", Path("/root/batchd-test-out.txt")):
+            status, _ = _as(jobs, a, f"#!/bin/bash\ntouch {a.home}/ran\n", stdout=str(target),
+                            stderr=str(target))
+            assert status.final_state == "FAILED"
+            assert "Permission denied" in status.error
+            assert not target.exists()
+            assert not (a.home / "ran").exists()
+    finally:
+        shutil.rmtree(private)
+
+
+def test_workdir_the_user_cannot_enter_fails(jobs, users):
+    a, b, _extra = users
+    status, out = _as(jobs, a, "#!/bin/bash\nls\n", workdir=str(b.home))
+    assert status.final_state == "FAILED"
+    assert f"couldn't chdir to `{b.home}': Permission denied" in out
+
+
+def test_user_cannot_read_or_clobber_another_users_files(jobs, users):
+    a, b, _extra = users
+    secret = b.home / "secret"
+    secret.write_text("b's secret\n")
+    os.chown(secret, b.uid, b.gid)
+    os.chmod(secret, 0o600)
+    status, out = _as(jobs, a, "#!/bin/bash\ncat\n", stdin=str(secret))
+    assert status.final_state == "FAILED" and "b's secret" not in out
+    # b's job script, reached through --output: opened as a, so refused
+    breq, binfo = jobs.launch("#!/bin/bash\nsleep 1\n", user=b.name, uid=b.uid, gid=b.gid,
+                              workdir=str(b.home), stdout=str(b.home / "b.out"), stderr=str(b.home / "b.out"))
+    script = Path(binfo.jobdir) / "slurm_script"
+    status, _ = _as(jobs, a, "#!/bin/bash\necho clobbered\n", stdout=str(script), stderr=str(script))
+    assert status.final_state == "FAILED"
+    assert script.read_text() == "#!/bin/bash\nsleep 1\n"
+    assert os.stat(script).st_uid == b.uid
+    assert jobs.wait(breq).final_state == "COMPLETED"
+
+
+def test_job_cannot_forge_its_records_or_kill_its_supervisor(jobs, users):
+    a, _b, _extra = users
+    script = """#!/bin/bash
+dir="$(dirname "$0")"
+echo '{"final_state": "COMPLETED"}' > "$dir/exit.json" 2>/dev/null && echo forged
+rm -f "$dir/started.json" 2>/dev/null && echo removed
+kill -9 $PPID 2>/dev/null && echo killed
+exit 4
+"""
+    status, out = _as(jobs, a, script)
+    assert not {"forged", "removed", "killed"} & set(out.split())
+    assert "exit.json: Permission denied" in out
+    assert (status.final_state, status.exit_code_str) == ("FAILED", "4:0")
