@@ -65,6 +65,7 @@ __all__ = [
     "format_tres",
     "parse_tres",
     "normalize_tres_name",
+    "tres_sort_key",
 ]
 
 # TRES types Slurm knows; those in _NAMED need a "/name" part.
@@ -209,7 +210,9 @@ def billing(weights: BillingWeights, tres: dict[str, float],
     return (max(in_max) if in_max else 0.0) + sum(rest)
 
 
-def _order_key(name: str) -> tuple[int, str]:
+def tres_sort_key(name: str) -> tuple[int, str]:
+    """Sort key giving Slurm's TRES id order (cpu, mem, energy, node, billing, ...,
+    gres/gpu, gres/gpu:TYPE sorted, other gres, licenses, burst buffers)."""
     if name in _ID_ORDER:
         return (_ID_ORDER.index(name), "")
     if name == "gres/gpu":
@@ -258,7 +261,7 @@ def format_tres(tres: dict[str, float], billing: float | None, *, alphabetical: 
     elif tres.get("billing"):
         vals["billing"] = float(math.trunc(float(tres["billing"])))
     out = []
-    for k in sorted(vals, key=_order_key):
+    for k in sorted(vals, key=tres_sort_key):
         if k == "billing" and billing is not None:
             out.append(f"billing={int(vals[k])}")
         elif k == "mem":

@@ -1,0 +1,93 @@
+"""Fair-share and multifactor priority (Slurm's numbers), pure functions over snapshots.
+
+Nothing here does I/O, reads the clock or logs: time is ``snapshot["now"]``; usage is
+``snapshot["usage"]`` (decayed billing-seconds, see ``batchd.priority.usage`` for how it
+accrues). Importing this package is cheap (standard library only), so the sshare and
+sprio commands use it directly.
+
+Entry points
+------------
+``job_priorities(snapshot, policy)``  -> ``{str(job id): priority}`` for every job not in
+    a final state (the scheduler orders the pending jobs of an account with it).
+``share_rows(snapshot, policy)``      -> sshare rows (``ShareRow``), sshare's order.
+``priority_rows(snapshot, policy)``   -> ``JobFactors`` of the pending jobs, by job id
+    (what sprio prints).
+``fairshare_factors(snapshot, policy)`` -> ``{"account/user": factor}``.
+``dominant_factor(job_factors)``      -> the factor contributing most to a priority.
+
+``policy`` is a flat dict of the ``[priority]`` keys (``batchd.priority.policy``); the
+snapshot's own ``policy`` overrides it. Snapshot keys read: see
+``batchd.priority.tree`` (accounts, users, usage) and ``batchd.priority.multifactor``
+(jobs, nodes, partitions, qos).
+"""
+
+from __future__ import annotations
+
+from batchd.priority.fairshare import ShareRow, compute_shares
+from batchd.priority.multifactor import JobFactors, job_factors
+from batchd.priority.policy import DEFAULT_POLICY, merge_policy
+from batchd.priority.tree import build_tree
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "JobFactors",
+    "ShareRow",
+    "dominant_factor",
+    "fairshare_factors",
+    "job_priorities",
+    "merge_policy",
+    "priority_rows",
+    "share_rows",
+]
+
+
+def _shares(snapshot: dict, merged: dict) -> tuple[list[ShareRow], dict[str, float]]:
+    tree = build_tree(snapshot)
+    return compute_shares(tree, merged["fairshare_algorithm"], float(merged["fairshare_dampening_factor"]))
+
+
+def share_rows(snapshot: dict, policy: dict | None = None) -> list[ShareRow]:
+    """All sshare rows of ``snapshot`` (root first, sshare's order)."""
+    merged = merge_policy(policy, snapshot)
+    return _shares(snapshot, merged)[0]
+
+
+def fairshare_factors(snapshot: dict, policy: dict | None = None) -> dict[str, float]:
+    """``{"account/user": fair-share factor in [0, 1]}`` for every user association."""
+    merged = merge_policy(policy, snapshot)
+    return _shares(snapshot, merged)[1]
+
+
+def _factors(snapshot: dict, policy: dict | None) -> list[JobFactors]:
+    merged = merge_policy(policy, snapshot)
+    fs = _shares(snapshot, merged)[1] if merged["weight_fairshare"] else {}
+    return job_factors(snapshot, merged, fs)
+
+
+def job_priorities(snapshot: dict, policy: dict | None = None) -> dict[str, int]:
+    """Multifactor priority of every job not in a final state, keyed by ``str(job id)``.
+
+    0 for held jobs, >= 1 otherwise; higher runs first. Deterministic for a given
+    snapshot and policy; raises ``ValueError`` on an inconsistent snapshot or policy.
+    """
+    return {f.job_id: f.priority for f in _factors(snapshot, policy)}
+
+
+def _id_key(job_id: str) -> tuple[int, int | str]:
+    return (0, int(job_id)) if job_id.isdigit() else (1, job_id)
+
+
+def priority_rows(snapshot: dict, policy: dict | None = None, *, include_running: bool = False) -> list[JobFactors]:
+    """``JobFactors`` of the pending jobs (also running ones with ``include_running``),
+    sorted by job id (numerically), as sprio lists them."""
+    rows = [f for f in _factors(snapshot, policy) if include_running or f.state == "PENDING"]
+    return sorted(rows, key=lambda f: _id_key(f.job_id))
+
+
+def dominant_factor(f: JobFactors) -> tuple[str, float]:
+    """(name, weighted value) of the factor adding most to ``f``'s priority; TRES
+    factors are summed as "tres"; ("none", 0.0) when every factor is 0."""
+    parts = dict(f.weighted)
+    parts["tres"] = sum(f.tres.values())
+    name, val = max(parts.items(), key=lambda kv: kv[1])
+    return (name, val) if val > 0 else ("none", 0.0)

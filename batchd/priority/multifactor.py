@@ -1,0 +1,246 @@
+"""Slurm's multifactor job priority, computed from a raw snapshot dict.
+
+Pure: no I/O, no clock (``snapshot["now"]``), no logging.
+
+    priority = W_age*F_age + W_assoc*F_assoc + W_fs*F_fs + W_js*F_js + W_part*F_part
+               + W_qos*F_qos + sum_t(W_tres[t]*F_tres[t]) + site - nice
+
+computed as a double; below 1 it becomes 1 (0 is reserved for held jobs, which get
+0); then truncated to an integer and capped at 4294967295. A job with an
+``admin_priority`` keeps it.
+
+Factors (all in [0, 1] unless a NO_NORMAL_* flag makes them raw):
+
+* age: ``min(1, (now - accrue_time) / max_age_s)``; 0 while the job cannot accrue
+  (held, waiting for its begin time or a dependency).
+* assoc: the user association's ``assoc_priority`` / the largest one.
+* fair-share: the user association's factor (Fair Tree or classic).
+* job size: ``(n/N + c/C) / 2`` with N active nodes, C their CPUs, n the job's nodes
+  and c its CPUs; with ``favor_small`` ``((N-n)/N + (C-c)/C) / 2``;
+  SMALL_RELATIVE_TO_TIME: ``max(c, n*C/N) / time_limit_minutes / C`` (1 minus that
+  with ``favor_small``), clamped to [0, 1].
+* partition: ``partition_job_factor`` / the largest over the snapshot.
+* QOS: ``qos_priority_value`` / the largest over the snapshot.
+* TRES: for each TRES of ``weight_tres``, the job's count / the cluster's total.
+
+Snapshot keys read (besides those of ``batchd.priority.tree``)
+-------------------------------------------------------------
+``now``; ``nodes[].name/cpus/memory_mb/state/gpus`` (totals and the active-node count
+of the job-size factor; nodes whose state starts with DOWN or DRAIN are not active);
+optional ``partitions[].priority_job_factor`` and ``qos[].priority`` (the maxima of the
+partition and QOS factors). Per job: ``id``, ``account``, ``user``, ``state``,
+``submit_time``, ``tasks``, ``nodes``, ``per_task``, ``allocation``, ``time_limit_s``,
+and the optional ``partition`` (shown by sprio, default "batch"), ``qos`` (default
+"normal"), ``nice`` (0), ``site_factor`` (0), ``hold`` (false), ``reason`` (a
+``JobHeld*``, ``BeginTime`` or ``Dependency`` reason stops age accrual),
+``accrue_time`` / ``eligible_time`` (default ``submit_time``), ``begin_time``,
+``partition_job_factor`` (1), ``qos_priority_value`` (0; the job's ``priority`` key is
+the KAI queue priority and is not used here), ``assoc_priority`` (0),
+``partition_tres`` (``{tres: total}``, default the whole cluster), ``tres``
+(``{tres: count}`` or a TRES string; default from the allocation of a running job or
+``tasks x per_task`` of a pending one), ``admin_priority``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from batchd.priority.policy import priority_flags, tres_weights
+from batchd.tres import normalize_tres_name, parse_tres, tres_sort_key
+
+__all__ = ["JobFactors", "job_factors", "job_tres", "cluster_tres"]
+
+MAX_PRIORITY = 4294967295
+_NO_ACCRUE = ("JobHeldUser", "JobHeldAdmin", "BeginTime", "Dependency", "DependencyNeverSatisfied")
+_FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY",
+          "BOOT_FAIL", "DEADLINE")
+
+
+@dataclass
+class JobFactors:
+    """The priority of one job and its parts. ``norm`` holds the normalised factors
+    (age, assoc, fairshare, jobsize, partition, qos) and ``tres_norm`` the per-TRES
+    ones; ``weighted`` and ``tres`` the weighted values (factor x weight). ``priority``
+    is the integer Slurm would store (0 held, >= 1 otherwise)."""
+
+    job_id: str
+    user: str
+    account: str
+    partition: str
+    qos: str
+    state: str
+    priority: int
+    priority_exact: float
+    site: int = 0
+    nice: int = 0
+    held: bool = False
+    admin: bool = False
+    norm: dict[str, float] = field(default_factory=dict)
+    weighted: dict[str, float] = field(default_factory=dict)
+    tres_norm: dict[str, float] = field(default_factory=dict)
+    tres: dict[str, float] = field(default_factory=dict)
+
+
+def _gpu_totals(gpus: Any) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for g in gpus or []:
+        if not isinstance(g, dict):
+            continue
+        typ = g.get("type")
+        mig = g.get("mig") or []
+        n = float(g.get("count", 1))
+        out["gres/gpu"] = out.get("gres/gpu", 0.0) + n
+        if typ:
+            k = normalize_tres_name(f"gres/gpu:{typ}")
+            out[k] = out.get(k, 0.0) + n
+        for m in mig:
+            prof = m.get("profile") if isinstance(m, dict) else None
+            if prof:
+                k = normalize_tres_name(f"gres/gpu:{prof}")
+                out[k] = out.get(k, 0.0) + 1.0
+    return out
+
+
+def _active(node: dict) -> bool:
+    st = str(node.get("state") or "IDLE").upper()
+    return not (st.startswith("DOWN") or st.startswith("DRAIN"))
+
+
+def cluster_tres(snapshot: dict) -> tuple[dict[str, float], int, float]:
+    """(TRES totals of all nodes, active node count N, active CPUs C)."""
+    nodes = snapshot.get("nodes") or []
+    tot: dict[str, float] = {"cpu": 0.0, "mem": 0.0, "node": float(len(nodes))}
+    for n in nodes:
+        tot["cpu"] += float(n.get("cpus", 0) or 0)
+        tot["mem"] += float(n.get("memory_mb", 0) or 0)
+        for k, v in _gpu_totals(n.get("gpus")).items():
+            tot[k] = tot.get(k, 0.0) + v
+    active = [n for n in nodes if _active(n)] or list(nodes)
+    return tot, len(active), float(sum(float(n.get("cpus", 0) or 0) for n in active))
+
+
+def job_tres(job: dict) -> dict[str, float]:
+    """The job's TRES counts (job totals, mem in MiB), see the module docstring."""
+    given = job.get("tres")
+    if isinstance(given, str):
+        return parse_tres(given)
+    if isinstance(given, dict):
+        return {normalize_tres_name(k): float(v) for k, v in given.items()}
+    tasks = int(job.get("tasks") or 1)
+    per = {normalize_tres_name(k): float(v) for k, v in (job.get("per_task") or {}).items()}
+    out = {k: v * tasks for k, v in per.items()}
+    out.setdefault("cpu", float(tasks))
+    alloc = job.get("allocation") or {}
+    if str(job.get("state", "PENDING")).upper() == "RUNNING" and alloc:
+        out["node"] = float(len(alloc))
+        out["cpu"] = float(sum(float(a.get("cpus", 0) or 0) for a in alloc.values()))
+        out["mem"] = float(sum(float(a.get("memory_mb", 0) or 0) for a in alloc.values()))
+        ngpu = float(sum(len(a.get("gpus") or []) for a in alloc.values()))
+        if ngpu or "gres/gpu" in out:
+            out["gres/gpu"] = ngpu
+    else:
+        out["node"] = float(job.get("nodes") or 1)
+    return out
+
+
+def _age(job: dict, now: float, max_age: float) -> float:
+    if str(job.get("reason") or "") in _NO_ACCRUE or job.get("hold"):
+        return 0.0
+    begin = job.get("begin_time")
+    if begin is not None and float(begin) > now:
+        return 0.0
+    t = job.get("accrue_time", job.get("eligible_time", job.get("submit_time")))
+    if t is None:
+        return 0.0
+    if max_age <= 0:
+        return 1.0
+    return min(max(now - float(t), 0.0) / max_age, 1.0)
+
+
+def _jobsize(job: dict, tres: dict[str, float], n_active: int, c_active: float, policy: dict,
+             flags: set[str]) -> float:
+    n = tres.get("node", 1.0)
+    c = tres.get("cpu", 1.0)
+    if n_active <= 0 or c_active <= 0:
+        return 0.0
+    small = bool(policy["favor_small"])
+    if "SMALL_RELATIVE_TO_TIME" in flags:
+        limit = job.get("time_limit_s")
+        if not limit or limit < 0:
+            return 0.0 if not small else 1.0
+        size = max(c, n * c_active / n_active)
+        f = size / (float(limit) / 60.0) / c_active
+        f = 1.0 - f if small else f
+    elif small:
+        f = (max(0.0, n_active - n) / n_active + (c_active - c) / c_active) / 2.0
+    else:
+        f = (n / n_active + c / c_active) / 2.0
+    return min(max(f, 0.0), 1.0)
+
+
+def _max_of(values: list[float]) -> float:
+    return max([v for v in values if v > 0], default=0.0)
+
+
+def job_factors(snapshot: dict, policy: dict, fs_factors: dict[str, float]) -> list[JobFactors]:
+    """Factors of every job of ``snapshot`` not in a final state, in snapshot order.
+
+    ``policy`` must be a merged policy (``merge_policy``); ``fs_factors`` maps
+    "account/user" to the fair-share factor (``compute_shares``)."""
+    flags = priority_flags(policy)
+    now = float(snapshot.get("now") or 0.0)
+    jobs = [j for j in snapshot.get("jobs") or [] if str(j.get("state", "PENDING")).upper() not in _FINAL]
+    totals, n_active, c_active = cluster_tres(snapshot)
+    wt = tres_weights(policy)
+    max_part = _max_of([float(p.get("priority_job_factor", 0) or 0) for p in snapshot.get("partitions") or []]
+                       + [float(j.get("partition_job_factor", 1) or 0) for j in jobs])
+    max_qos = _max_of([float(q.get("priority", 0) or 0) for q in snapshot.get("qos") or []]
+                      + [float(j.get("qos_priority_value", 0) or 0) for j in jobs])
+    max_assoc = _max_of([float(u.get("assoc_priority", 0) or 0) for u in snapshot.get("users") or []]
+                        + [float(j.get("assoc_priority", 0) or 0) for j in jobs])
+    weights = {"age": policy["weight_age"], "assoc": policy["weight_assoc"],
+               "fairshare": policy["weight_fairshare"], "jobsize": policy["weight_jobsize"],
+               "partition": policy["weight_partition"], "qos": policy["weight_qos"]}
+    out = []
+    for j in jobs:
+        tres = job_tres(j)
+        pj = float(j.get("partition_job_factor", 1) or 0)
+        qp = float(j.get("qos_priority_value", 0) or 0)
+        ap = float(j.get("assoc_priority", 0) or 0)
+        norm = {
+            "age": _age(j, now, float(policy["max_age_s"])),
+            "assoc": ap if "NO_NORMAL_ASSOC" in flags else (ap / max_assoc if max_assoc else 0.0),
+            "fairshare": fs_factors.get(f"{j.get('account')}/{j.get('user')}", 0.0),
+            "jobsize": _jobsize(j, tres, n_active, c_active, policy, flags),
+            "partition": pj if "NO_NORMAL_PART" in flags else (pj / max_part if max_part else 0.0),
+            "qos": qp if "NO_NORMAL_QOS" in flags else (qp / max_qos if max_qos else 0.0),
+        }
+        ptot = j.get("partition_tres")
+        ptot = {normalize_tres_name(k): float(v) for k, v in ptot.items()} if isinstance(ptot, dict) else totals
+        tres_norm: dict[str, float] = {}
+        tres_w: dict[str, float] = {}
+        for t in sorted(wt, key=tres_sort_key):
+            cnt = tres.get(t, 0.0)
+            f = cnt if "NO_NORMAL_TRES" in flags else (cnt / ptot[t] if ptot.get(t) else 0.0)
+            if f and wt[t]:
+                tres_norm[t] = f
+                tres_w[t] = f * wt[t]
+        weighted = {k: norm[k] * weights[k] for k in norm}
+        site = int(j.get("site_factor", 0) or 0)
+        nice = int(j.get("nice", 0) or 0)
+        exact = sum(weighted.values()) + sum(tres_w.values()) + site - nice
+        held = bool(j.get("hold")) or str(j.get("reason") or "").startswith("JobHeld")
+        admin = j.get("admin_priority")
+        if admin is not None:
+            prio = int(admin)
+        elif held:
+            prio = 0
+        else:
+            prio = min(int(math.trunc(max(exact, 1.0))), MAX_PRIORITY)
+        out.append(JobFactors(str(j.get("id")), str(j.get("user", "")), str(j.get("account", "")),
+                              str(j.get("partition") or "batch"), str(j.get("qos") or "normal"),
+                              str(j.get("state", "PENDING")).upper(), prio, exact, site, nice, held,
+                              admin is not None, norm, weighted, tres_norm, tres_w))
+    return out
