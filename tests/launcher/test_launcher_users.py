@@ -7,16 +7,20 @@ Skipped when not root or when useradd is missing.
 from __future__ import annotations
 
 import grp
+import json
 import os
 import pwd
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pytest
+
+from batchd import launcher as launcher_module
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("useradd") is None, reason="needs root and useradd")
@@ -143,3 +147,48 @@ exit 4
     assert not {"forged", "removed", "killed"} & set(out.split())
     assert "exit.json: Permission denied" in out
     assert (status.final_state, status.exit_code_str) == ("FAILED", "4:0")
+
+
+NON_ROOT_DAEMON = """
+import json, sys, time
+from batchd import launcher
+req = launcher.LaunchRequest(**json.loads(sys.argv[2]))
+launcher.launch(req, sys.argv[1])
+while (st := launcher.poll(sys.argv[1], req.job_id, req.run)).state == "RUNNING":
+    time.sleep(0.02)
+print(json.dumps([st.final_state, oct(__import__("os").stat(launcher.jobdir_path(sys.argv[1], req.job_id, 0)).st_mode & 0o777)]))
+"""
+
+
+def _python_for(user: User) -> tuple[str, dict[str, str]]:
+    """An interpreter (and environment) that `user` can run batchd with: this one, or the
+    system's of the same version with this environment's packages on PYTHONPATH."""
+    root = str(Path(launcher_module.__file__).resolve().parents[1])
+    site = next(p for p in sys.path if p.endswith("site-packages"))
+    candidates = [(sys.executable, {**os.environ, "HOME": str(user.home)}),
+                  ("/usr/bin/python3", {"PATH": "/usr/bin:/bin", "HOME": str(user.home),
+                                        "PYTHONPATH": f"{site}:{root}"})]
+    for exe, env in candidates:
+        try:
+            subprocess.run([exe, "-c", "import batchd.launcher"], user=user.uid, group=user.gid,
+                           extra_groups=[], cwd=str(user.home), env=env, check=True, capture_output=True,
+                           timeout=30)
+            return exe, env
+        except (OSError, subprocess.SubprocessError):
+            continue
+    pytest.skip("no Python installation here is usable by other users")
+
+
+def test_daemon_not_root_runs_jobs_as_itself(jobs, users):
+    # A daemon running as a (dev mode) cannot switch users: b's job runs as a.
+    a, b, _extra = users
+    req = jobs.request("#!/bin/bash\nid -u\n", user=b.name, uid=b.uid, gid=b.gid, workdir=str(a.home),
+                       stdout=str(a.home / "nr.out"), stderr=str(a.home / "nr.out"))
+    spool = str(a.home / "spool")
+    exe, env = _python_for(a)
+    done = subprocess.run([exe, "-c", NON_ROOT_DAEMON, spool, json.dumps(asdict(req))],
+                          user=a.uid, group=a.gid, extra_groups=[], cwd=str(a.home), capture_output=True,
+                          text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == ["COMPLETED", "0o700"]
+    assert (a.home / "nr.out").read_text() == f"{a.uid}\n"
