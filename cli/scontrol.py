@@ -207,6 +207,7 @@ def node_lines(n, partitions):
         f"   ActiveFeatures={feats}",
         f"   Gres={g('gres') or '(null)'}",
         f"   NodeAddr={n['name']} NodeHostName={n['name']} Version={g('version') or '22.05.8'}",
+        *([f"   OS={g('os')} "] if g("os") else []),
         f"   RealMemory={g('memory_mb') or 0} AllocMem={g('memory_alloc_mb') or 0} "
         f"FreeMem={g('free_mem_mb') if g('free_mem_mb') is not None else 'N/A'} Sockets={sockets} Boards=1",
         f"   State={g('state') or 'UNKNOWN'} ThreadsPerCore={g('threads_per_core') or 1} TmpDisk=0 Weight=1 "

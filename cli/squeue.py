@@ -19,7 +19,7 @@ from batchd.cli.options import Opt, OptionError, parse
 PROG = "squeue"
 DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 LONG_FORMAT = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
-START_FORMAT = "%.18i %.9P %.8j %.8u %.2t  %.19S %.6D %20Y %R"
+START_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
 STEPS_FORMAT = "%.15i %.8j %.9P %.8u %.9M %N"
 DEFAULT_SORT = "P,t,-p"
 ACTIVE = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "REQUEUED",
@@ -463,7 +463,10 @@ def main(argv=None):
         if opts.get("version"):
             fmt.write("slurm 22.05.8 (batchd)\n")
             return 0
-        if rest:  # squeue takes no positional arguments
+        if opts.get("jobs") and None in opts["jobs"] and rest:
+            # `-j 123`: -j takes an optional argument, so the list follows as a word
+            opts["jobs"] = [x for x in opts["jobs"] if x] + [rest.pop(0)]
+        if rest:  # squeue takes no other positional arguments
             raise OptionError(f"{PROG}: error: Unrecognized option: {rest[0]}\n"
                               f"Usage: squeue [-A account] [--clusters names] [-i seconds] [--job jobid]\n"
                               f"              [-n name] [-o format] [-p partitions] [--qos qos]\n"
@@ -475,6 +478,7 @@ def main(argv=None):
         for name, _w, _r in fmt.parse_field_list(opts.get("Format") or ""):
             if field_key(name) is None:
                 raise OptionError(f"Invalid job format specification: {name}", 1)
+        build_query(opts)  # validates -t before any request
         iterate = opts.get("iterate")
         if iterate is not None and (not iterate.isdigit() or int(iterate) <= 0):
             raise OptionError(f"{PROG}: error: --iterate={iterate} must be a positive integer", 1)

@@ -1,0 +1,129 @@
+"""squeue layouts against the real Slurm text of views/01_busy_cluster.txt."""
+
+import json
+
+import pytest
+
+from batchd.cli import squeue
+from tests.cli.conftest import NOW, golden
+
+
+def run(argv, capsys):
+    rc = squeue.main(argv)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def render(daemon, argv):
+    opts, _ = squeue.parse("squeue", argv, squeue.TABLE)
+    return squeue.render(daemon.jobs, opts, now=NOW)
+
+
+@pytest.mark.parametrize("argv,name", [
+    ([], "squeue_default.txt"),
+    (["-l"], "squeue_long.txt"),
+    (["-r"], "squeue_array_expanded.txt"),
+    (["-o", "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"], "squeue_default.txt"),
+    (["-o", "%i|%j|%u|%a|%q|%T|%r|%b|%C|%m|%l|%L|%Q|%p|%S|%V|%N|%D"], "squeue_o_pipe.txt"),
+    (["--format=%A %i %F %K %T"], "squeue_array_codes.txt"),
+    (["-O", "JobID,Name,UserName,Account,State,Reason,tres-per-node,tres-per-job,tres-alloc,NumCPUs,"
+            "MinMemory,TimeLimit,PriorityLong"], "squeue_O_tres.txt"),
+    (["-O", "JobID:10,Name:12,State:10,Reason:20,GroupName,Partition,QOS,SubmitTime,StartTime,EndTime"],
+     "squeue_O_widths.txt"),
+    (["--start"], "squeue_start.txt"),
+    (["-h", "-o", "%i"], "squeue_ids.txt"),
+], ids=lambda x: x if isinstance(x, str) else None)
+def test_layouts_match_slurm(daemon, argv, name):
+    assert render(daemon, argv) == golden(name)
+
+
+def test_pending_filter_through_main(daemon, capsys):
+    rc, out, err = run(["-t", "PD"], capsys)
+    assert rc == 0 and err == ""
+    assert out == golden("squeue_pending.txt")
+    q = daemon.calls[-1][3]
+    assert q["states"] == "PENDING" and "all" not in q
+
+
+def test_query_built_from_options(daemon, capsys):
+    rc, _, _ = run(["-u", "alice,bob", "-A", "training", "-p", "gpu", "-n", "x", "-q", "low"], capsys)
+    assert rc == 0
+    q = daemon.calls[-1][3]
+    assert q == {"users": "alice,bob", "accounts": "training", "partitions": "gpu", "names": "x", "qos": "low"}
+
+
+def test_t_all_and_job_list_ask_for_finished_jobs(daemon, capsys):
+    run(["-t", "all"], capsys)
+    assert daemon.calls[-1][3] == {"all": "1"}
+    run(["-j", "84,85"], capsys)
+    assert daemon.calls[-1][3] == {"ids": "84,85", "all": "1"}
+    run(["-t", "CD,F"], capsys)
+    assert daemon.calls[-1][3] == {"states": "COMPLETED,FAILED", "all": "1"}
+
+
+def test_default_hides_finished_jobs(daemon, capsys):
+    daemon.jobs[0]["state"] = "COMPLETED"
+    _, out, _ = run(["-h", "-o", "%i"], capsys)
+    assert "90" not in out.split()
+    _, out, _ = run(["-h", "-t", "all", "-o", "%i %T"], capsys)
+    assert "90 COMPLETED" in out.splitlines()
+
+
+def test_unknown_single_job(daemon, capsys):
+    daemon.jobs = []
+    rc, out, err = run(["-j", "999999"], capsys)
+    assert (rc, out, err) == (1, "", "slurm_load_jobs error: Invalid job id specified\n")
+
+
+def test_unknown_jobs_in_a_list_are_not_an_error(daemon, capsys):
+    daemon.jobs = []
+    rc, out, err = run(["-j", "999998,999999", "-o", "%i"], capsys)
+    assert (rc, out, err) == (0, "JOBID\n", "")
+
+
+def test_daemon_down_is_one_line(monkeypatch, capsys):
+    from batchd.cli import client
+
+    def down(*a, **k):
+        raise client.Unreachable("cannot reach the batchd daemon at /x.sock: No such file or directory")
+    monkeypatch.setattr(client, "request", down)
+    rc, out, err = run([], capsys)
+    assert rc == 1 and out == ""
+    assert err == "squeue: error: cannot reach the batchd daemon at /x.sock: No such file or directory\n"
+
+
+def test_sort_option(daemon):
+    out = render(daemon, ["-h", "-o", "%i", "-S", "i"]).split()
+    assert out == ["84", "85", "86", "87", "88", "89", "90", "91", "92", "93", "94_[0-9%2]", "95", "96"]
+    out = render(daemon, ["-h", "-o", "%i", "-S", "-Q,i"]).split()
+    assert out[:3] == ["90", "85", "86"] and out[-1] == "91"
+
+
+def test_array_tasks_and_expansion(daemon):
+    daemon.jobs = [j for j in daemon.jobs if j["id"] == 94]
+    daemon.jobs[0]["array_task_str"] = "[1,3,8-9]"
+    daemon.jobs[0]["display_id"] = "94_[1,3,8-9]"
+    assert render(daemon, ["-h", "-o", "%i %K"]) == "94_[1,3,8-9] 1,3,8-9\n"
+    assert render(daemon, ["-h", "-r", "-o", "%i %K %F"]) == "94_1 1 94\n94_3 3 94\n94_8 8 94\n94_9 9 94\n"
+
+
+def test_width_and_justification(daemon):
+    daemon.jobs = daemon.jobs[:1]
+    assert render(daemon, ["-o", "[%5j][%.5j][%j][%%]"]) == "[NAME ][ NAME][NAME][%]\n[nb-ov][nb-ov][nb-over][%]\n"
+
+
+def test_json(daemon):
+    doc = json.loads(render(daemon, ["--json"]))
+    assert doc["errors"] == []
+    j = {x["job_id"]: x for x in doc["jobs"]}
+    assert j[85]["job_state"] == "RUNNING" and j[85]["time_limit"] == 60 and j[85]["nodes"] == "vm"
+    assert j[94]["array_task_string"] == "0-9%2" and j[90]["state_reason"] == "AssocGrpGRES"
+
+
+def test_bad_options(daemon, capsys):
+    rc, _, err = run(["--bogus"], capsys)
+    assert rc == 1 and "unrecognized option '--bogus'" in err
+    rc, _, err = run(["-O", "NoSuchField"], capsys)
+    assert rc == 1 and "Invalid job format specification: NoSuchField" in err
+    rc, _, err = run(["-t", "nonsense"], capsys)
+    assert rc == 1 and "Invalid job state specified: nonsense" in err
