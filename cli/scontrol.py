@@ -67,10 +67,9 @@ def _null(v):
     return "(null)" if v in (None, "") else str(v)
 
 
-def job_lines(j, details=False, now=None):
+def job_lines(j, details=False):
     """The lines of one `scontrol show job` record for a JOB_VIEW (without the trailing
     `   ` and empty lines)."""
-    now = time.time() if now is None else now
     g = j.get
     state = g("state") or "PENDING"
     first = f"JobId={g('id')}"
@@ -78,6 +77,8 @@ def job_lines(j, details=False, now=None):
         task = g("array_task_id")
         task = str(task) if task is not None else (g("array_task_str") or "").strip("[]")
         first += f" ArrayJobId={g('array_job_id')} ArrayTaskId={task}"
+        if "%" in task:
+            first += f" ArrayTaskThrottle={task.split('%')[1]}"
     first += f" JobName={g('name') or ''}"
     tl = g("time_limit_s")
     limit = "UNLIMITED" if tl in (None, -1) else fmt.fmt_hms(tl)
@@ -95,8 +96,8 @@ def job_lines(j, details=False, now=None):
         end_s = "Unknown"
     eligible = g("eligible_time")
     accrue = g("accrue_time")
-    if accrue is None and eligible and eligible <= now and g("reason") != "BeginTime":
-        accrue = eligible
+    if accrue is None and eligible and not (state == "PENDING" and g("reason") in (None, "None", "BeginTime")):
+        accrue = eligible  # a job accrues age once eligible and looked at by the scheduler
     nodes = g("nodes") or 1
     cpus = g("cpus") or 1
     ntasks = g("ntasks") or 1

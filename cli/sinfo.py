@@ -291,7 +291,7 @@ def aggregate_value(code, nodes):
 def _resolve_hash(fmtstr, records):
     """Replace Slurm's `#` width (`%#P`, `%.#P`, `%#N`) by the longest value's width."""
     pw = max([9] + [len(p["name"]) + (1 if p.get("default") else 0) for p, _ in records])
-    nw = max([10] + [len(n["name"]) for _, n in records])
+    nw = max([9] + [len(n["name"]) for _, n in records])
     return fmtstr.replace("#P", f"{pw}P").replace("#R", f"{pw}R").replace("#N", f"{nw}N")
 
 
