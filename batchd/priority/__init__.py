@@ -77,10 +77,24 @@ def _id_key(job_id: str) -> tuple[int, int | str]:
     return (0, int(job_id)) if job_id.isdigit() else (1, job_id)
 
 
+_NOT_LISTED = ("BeginTime", "Dependency", "DependencyNeverSatisfied")
+
+
 def priority_rows(snapshot: dict, policy: dict | None = None, *, include_running: bool = False) -> list[JobFactors]:
-    """``JobFactors`` of the pending jobs (also running ones with ``include_running``),
-    sorted by job id (numerically), as sprio lists them."""
-    rows = [f for f in _factors(snapshot, policy) if include_running or f.state == "PENDING"]
+    """``JobFactors`` of the pending jobs sprio lists, sorted by job id (numerically).
+
+    Like Slurm's sprio: held jobs (priority 0), jobs whose begin time is in the future
+    and jobs waiting for a dependency (``reason`` BeginTime/Dependency) are left out;
+    ``include_running`` adds running jobs."""
+    now = float(snapshot.get("now") or 0.0)
+    hidden = set()
+    for j in snapshot.get("jobs") or []:
+        begin = j.get("begin_time")
+        if str(j.get("reason") or "") in _NOT_LISTED or (begin is not None and float(begin) > now):
+            hidden.add(str(j.get("id")))
+    rows = [f for f in _factors(snapshot, policy)
+            if f.job_id not in hidden and (f.state == "PENDING" and (f.priority > 0 or f.admin)
+                                           or include_running and f.state == "RUNNING")]
     return sorted(rows, key=lambda f: _id_key(f.job_id))
 
 

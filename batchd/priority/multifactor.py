@@ -30,7 +30,8 @@ of the job-size factor; nodes whose state starts with DOWN or DRAIN are not acti
 optional ``partitions[].priority_job_factor`` and ``qos[].priority`` (the maxima of the
 partition and QOS factors). Per job: ``id``, ``account``, ``user``, ``state``,
 ``submit_time``, ``tasks``, ``nodes``, ``per_task``, ``allocation``, ``time_limit_s``,
-and the optional ``partition`` (shown by sprio, default "batch"), ``qos`` (default
+and the optional ``partition`` (shown by sprio; default the snapshot's default
+partition, else "batch"), ``qos`` (default
 "normal"), ``nice`` (0), ``site_factor`` (0), ``hold`` (false), ``reason`` (a
 ``JobHeld*``, ``BeginTime`` or ``Dependency`` reason stops age accrual),
 ``accrue_time`` / ``eligible_time`` (default ``submit_time``), ``begin_time``,
@@ -203,6 +204,9 @@ def job_factors(snapshot: dict, policy: dict, fs_factors: dict[str, float]) -> l
     weights = {"age": policy["weight_age"], "assoc": policy["weight_assoc"],
                "fairshare": policy["weight_fairshare"], "jobsize": policy["weight_jobsize"],
                "partition": policy["weight_partition"], "qos": policy["weight_qos"]}
+    parts = snapshot.get("partitions") or []
+    default_part = next((str(p["name"]) for p in parts if p.get("default") and p.get("name")),
+                        str(parts[0]["name"]) if parts and parts[0].get("name") else "batch")
     out = []
     for j in jobs:
         tres = job_tres(j)
@@ -240,7 +244,7 @@ def job_factors(snapshot: dict, policy: dict, fs_factors: dict[str, float]) -> l
         else:
             prio = min(int(math.trunc(max(exact, 1.0))), MAX_PRIORITY)
         out.append(JobFactors(str(j.get("id")), str(j.get("user", "")), str(j.get("account", "")),
-                              str(j.get("partition") or "batch"), str(j.get("qos") or "normal"),
+                              str(j.get("partition") or default_part), str(j.get("qos") or "normal"),
                               str(j.get("state", "PENDING")).upper(), prio, exact, site, nice, held,
                               admin is not None, norm, weighted, tres_norm, tres_w))
     return out
