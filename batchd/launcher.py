@@ -268,9 +268,15 @@ def supervisor_alive(jobdir: str, started: dict[str, Any] | None) -> bool:
 # ---------------------------------------------------------------- launch
 
 
-def _prepare_spool(spool_dir: str) -> None:
+_warned_spools: set[str] = set()
+
+
+def _prepare_spool(spool_dir: str, uid: int) -> None:
+    """Create the spool (0711) if needed; warn once when other users' jobs cannot reach it."""
     os.makedirs(spool_dir, mode=0o711, exist_ok=True)
-    if os.geteuid() == 0 and not os.stat(spool_dir).st_mode & 0o001:
+    if os.geteuid() == 0 and uid != 0 and spool_dir not in _warned_spools \
+            and not os.stat(spool_dir).st_mode & 0o001:
+        _warned_spools.add(spool_dir)
         log.warning("spool not searchable spool=%s: jobs of other users cannot read their script", spool_dir)
 
 
@@ -364,7 +370,7 @@ def launch(req: LaunchRequest, spool_dir: str) -> LaunchInfo:
     whose supervisor died before the job was let to exec is started (for the first time).
     Raises LaunchError when the supervisor cannot be brought up.
     """
-    _prepare_spool(spool_dir)
+    _prepare_spool(spool_dir, req.uid)
     jobdir = jobdir_path(spool_dir, req.job_id, req.run)
     if not os.path.isdir(jobdir):
         staging = _write_staging(req, spool_dir)

@@ -370,6 +370,12 @@ class Supervisor:
                     fds.remove(err_r)
 
     def _write_exit(self, status: int, rusage: Any, end_time: float) -> None:
+        """Write exit.json. State: OUT_OF_MEMORY after a memory-limit kill, else the
+        requested termination's state, else COMPLETED for exit 0, else FAILED. `rusage`
+        is that of the batch shell and the descendants it reaped: `max_rss_kb` (KiB; the
+        kernel carries the forked supervisor image's peak, about 15 MB, across exec, so
+        it never reads lower), `user_cpu_s`, `sys_cpu_s`; `peak_tree_rss_kb` is the
+        sampled peak of the whole tree, present when a memory limit was set."""
         assert self.req is not None
         exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 0
         sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
