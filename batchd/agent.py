@@ -94,9 +94,9 @@ class Agent:
         node = next(iter(alloc))
         spec = j.spec
         view = self._job_dict(j)
-        env = jobenv.job_environment(spec, view, alloc, node, self.cfg.cluster_name)
+        env = jobenv.full_environment(spec, view, alloc, node, self.cfg.cluster_name)
         workdir = spec.get("workdir") or "/"
-        out = _path(jobenv.expand_pattern(spec.get("output") or _default_out(j), view, node), workdir)
+        out = _path(jobenv.expand_pattern(spec.get("output") or jobenv.default_output(view), view, node), workdir)
         err_pat = spec.get("error")
         err = _path(jobenv.expand_pattern(err_pat, view, node), workdir) if err_pat else out
         inp = spec.get("input")
@@ -216,15 +216,12 @@ class Agent:
             "node_list": j.node_list, "submit_host": j.spec.get("submit_host") or os.uname().nodename,
             "nice": j.nice, "priority": j.priority, "gpu_type": r.get("gpu_type"),
             "cluster_name": self.cfg.cluster_name, "gpu_env": self.cfg.gpu_env,
+            "mem_per_cpu_mb": self.cfg.def_mem_per_cpu_mb,
         }
         if tasks:
             d.update(array_task_min=min(tasks), array_task_max=max(tasks), array_task_count=len(tasks),
                      array_task_step=r.get("array_step") or 1)
         return d
-
-
-def _default_out(j: Job) -> str:
-    return "slurm-%A_%a.out" if j.array_job_id is not None else "slurm-%j.out"
 
 
 def _path(p: str, workdir: str) -> str:

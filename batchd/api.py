@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from batchd import accounts
 from batchd.errors import BatchdError, InvalidRequest, NotFound
 from batchd.service import Caller, Service
 
@@ -42,7 +43,24 @@ ROUTES: dict[tuple[str, str], Handler] = {
     ("GET", "/v1/accounting"): lambda s, c, q, b: s.accounting(c, q),
     ("GET", "/v1/nodes"): lambda s, c, q, b: s.nodes(),
     ("GET", "/v1/snapshot"): lambda s, c, q, b: s.snapshot(),
+    ("GET", "/v1/accounts"): lambda s, c, q, b: accounts.to_doc(s.store.list_accounts(),
+                                                                s.store.list_associations()),
+    ("POST", "/v1/accounts/apply"): lambda s, c, q, b: accounts.apply_doc(s, c, (b or {}).get("doc") or {},
+                                                                          bool((b or {}).get("dry_run"))),
+    ("POST", "/v1/accounts/modify"): lambda s, c, q, b: accounts.modify(s, c, b or {}),
 }
+
+
+def _extension_routes() -> None:
+    """Routes of optional modules (chargeback) that register themselves."""
+    try:
+        from batchd.accounting.routes import ROUTES as extra
+    except ImportError:
+        return
+    ROUTES.update(extra)
+
+
+_extension_routes()
 
 
 def peer_credentials(sock: socket.socket) -> Caller:

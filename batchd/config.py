@@ -93,6 +93,11 @@ class Config:
         return float(self.scheduler.get("interval_s", 5))
 
     @property
+    def def_mem_per_cpu_mb(self) -> int:
+        """Memory per CPU for a job that asks for none (Slurm's DefMemPerCPU)."""
+        return int(self.scheduler.get("def_mem_per_cpu_mb", 1024))
+
+    @property
     def kill_wait_s(self) -> int:
         return int(self.scheduler.get("kill_wait_s", 30))
 

@@ -21,6 +21,7 @@ from batchd.tres import billing, format_tres, parse_billing_weights
 
 log = logging.getLogger(__name__)
 
+CYCLE_KEY = "#cycle"  # usage_state row whose `updated` is the end of the last usage cycle
 INELIGIBLE = ("JobHeldUser", "JobHeldAdmin", "BeginTime", "Dependency", "DependencyNeverSatisfied",
               "JobArrayTaskLimit")
 
@@ -169,7 +170,8 @@ class Controller:
         usage_state = self.store.get_usage_state()
         usage: dict[str, dict[str, float]] = {"accounts": {}, "users": {}}
         for key, (value, _updated) in usage_state.items():
-            (usage["users"] if "/" in key else usage["accounts"])[key] = value
+            if key != CYCLE_KEY:
+                (usage["users"] if "/" in key else usage["accounts"])[key] = value
         return {
             "version": 1, "now": now,
             "policy": {**self.cfg.scheduler, **self.cfg.priority},
@@ -178,12 +180,45 @@ class Controller:
             "accounts": accounts, "users": users, "usage": usage, "jobs": out_jobs,
         }
 
+    # ------------------------------------------------------------------ fair-share usage
+    def accrue_usage(self, now: float | None = None, force: bool = False) -> bool:
+        """Decay every association's usage and charge the jobs that ran since the last
+        usage cycle (Slurm's PriorityCalcPeriod, `[priority] calc_period_s`, default
+        300 s). The new figures and the cycle's end are stored together, so a restart
+        charges exactly the seconds since then: none twice, none lost."""
+        from batchd.priority.usage import Charge, advance_usage
+
+        now = time.time() if now is None else now
+        state = self.store.get_usage_state()
+        cycle = state.pop(CYCLE_KEY, None)
+        if cycle is None:
+            self.store.put_usage_state({CYCLE_KEY: (0.0, now)})
+            return False
+        last = cycle[1]
+        period = float(self.cfg.priority.get("calc_period_s", 300))
+        if now <= last or (now - last < period and not force):
+            return False
+        factor = {q.name: q.usage_factor for q in self.cfg.qos}
+        running, ended = self.store.usage_inputs(last)
+        charges = [Charge(f"{j.account}/{j.user}", j.billing, j.start_time, None, factor.get(j.qos, 1.0))
+                   for j in running]
+        charges += [Charge(f"{u.account}/{u.user}", u.billing, u.start_time, u.end_time, factor.get(u.qos, 1.0))
+                    for u in ended]
+        usage = advance_usage({k: v for k, (v, _) in state.items() if "/" in k}, charges, last, now,
+                              float(self.cfg.priority.get("decay_half_life_s", 604800)),
+                              str(self.cfg.priority.get("usage_reset_period", "NONE")))
+        values = {k: (v, now) for k, v in usage.items()}
+        values[CYCLE_KEY] = (0.0, now)
+        self.store.put_usage_state(values)
+        return True
+
     # ------------------------------------------------------------------ cycle
     def cycle(self, now: float | None = None) -> dict[str, Any]:
         """Run one scheduling cycle and apply it; returns the decisions as a dict."""
         from batchd.scheduler import decide, load_snapshot
 
         now = time.time() if now is None else now
+        self.accrue_usage(now)
         snap = self.snapshot(now)
         decisions = decide(load_snapshot(snap)).to_dict()
         self.apply(snap, decisions, now)

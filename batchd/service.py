@@ -100,6 +100,8 @@ class Service:
                              "grace_time_s": q.grace_time_s} for q in self.cfg.qos},
             "default_qos": "normal",
             "shard_per_gpu": self.cfg.shard_per_gpu,
+            "def_mem_per_cpu_mb": self.cfg.def_mem_per_cpu_mb,
+            "billing_weights": self.cfg.tres_billing_weights,
         }
 
     # ------------------------------------------------------------------ submit

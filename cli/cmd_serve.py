@@ -25,6 +25,7 @@ def command(config_path, dev, nodes, log_level):
 
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
     try:
         cfg = load_config(config_path, dev=dev)
         d = Daemon(cfg, list(nodes) or None)

@@ -219,6 +219,29 @@ class Store:
             s.add(AuditRow(time=time.time(), uid=uid, action="association.put",
                            detail=json.dumps({"user": user, "account": account, "shares": shares})))
 
+    def replace_accounts(self, accounts: list[Account], associations: list[dict[str, Any]], uid: int,
+                         changes: list[str]) -> None:
+        """Make the account tree and the associations exactly these, in one transaction,
+        with one audit row listing the changes."""
+        with self.tx() as s:
+            keep = {a.name for a in accounts}
+            s.execute(delete(AccountRow).where(AccountRow.name.not_in(keep)))
+            now = time.time()
+            for i, a in enumerate(accounts):
+                row = s.get(AccountRow, a.name)
+                if row is None:
+                    s.add(AccountRow(name=a.name, parent=a.parent, priority=a.priority, shares=a.shares,
+                                     resources=a.resources, created=now + i * 1e-6))
+                else:
+                    row.parent, row.priority, row.shares, row.resources = (a.parent, a.priority, a.shares,
+                                                                           a.resources)
+            s.execute(delete(Association))
+            for x in associations:
+                s.add(Association(user=x["user"], account=x["account"], shares=x["shares"],
+                                  is_default=x["is_default"]))
+            if changes:
+                s.add(AuditRow(time=now, uid=uid, action="accounts.apply", detail=json.dumps(changes)))
+
     # ------------------------------------------------------------------ nodes
     def upsert_node(self, node: Node) -> None:
         """Register or refresh a node's inventory and heartbeat; an admin-set state
@@ -254,6 +277,14 @@ class Store:
                     s.add(UsageState(key=key, usage=usage, updated=updated))
                 else:
                     row.usage, row.updated = usage, updated
+
+    def usage_inputs(self, since: float) -> tuple[list[Job], list[UsageRec]]:
+        """Running jobs and the runs that ended at or after `since`, read in one
+        transaction so that a job ending meanwhile is seen exactly once."""
+        with self.tx() as s:
+            running = [from_row(Job, r) for r in s.scalars(select(JobRow).where(JobRow.state == "RUNNING"))]
+            ended = [from_row(UsageRec, r) for r in s.scalars(select(UsageRecord).where(UsageRecord.end_time >= since))]
+            return running, ended
 
     # ------------------------------------------------------------------ audit
     def audit(self, uid: int, action: str, detail: dict[str, Any]) -> None:

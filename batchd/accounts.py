@@ -1,0 +1,290 @@
+"""Accounts (KAI queues) and user associations as a declarative file.
+
+`batchd apply FILE.toml` makes the database match the file: it prints the diff first,
+changes nothing with `--dry-run`, is idempotent, and every change is audited. The file:
+
+    [[account]]
+    name = "training"
+    parent = "root"              # default "root"
+    priority = 100               # KAI queue priority (higher gets idle capacity first)
+    shares = 30                  # Slurm fair-share shares (default: its GPU quota, else 1)
+    users = ["alice", "bob"]     # members (shares 1)
+    default_for = ["alice"]      # members whose default account this is
+    [account.resources."gres/gpu"]
+    quota = 6                    # guaranteed; 0 none; -1 unlimited
+    limit = -1                   # hard cap; -1 none; unset = quota (no borrowing)
+    over_quota_weight = 2        # share of idle capacity (default 1)
+    lending_limit = 2            # at most this much of its idle quota is lent (Kueue)
+
+    [[user]]                     # optional, for per-user shares or FairShare=parent
+    name = "carol"
+    account = "training"
+    shares = "parent"
+    default = true
+
+    [[price]] ...                # chargeback prices, see batchd.accounting
+
+What cannot be right is refused with a message naming the account and the field: a
+cycle in the tree, an unknown parent, a limit below a quota, children whose quotas add
+up to more than their parent's, a resource that is not a TRES name or names an unknown
+GPU type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from batchd.errors import InvalidRequest
+from batchd.model import Account
+
+RESOURCE_FIELDS = ("quota", "limit", "over_quota_weight", "lending_limit")
+ROOT = "root"
+
+
+@dataclass
+class AccountsDoc:
+    accounts: list[Account]
+    associations: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _err(where: str, msg: str) -> InvalidRequest:
+    return InvalidRequest(f"{where}: {msg}")
+
+
+def _num(where: str, v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _err(where, f"must be a number, got {v!r}")
+    return float(v) if isinstance(v, float) and not v.is_integer() else int(v)
+
+
+def parse_accounts(doc: dict[str, Any], gpu_types: set[str] | None = None) -> AccountsDoc:
+    """Validate a parsed accounts file; `gpu_types` are the GPU types (and MIG profiles)
+    the cluster has, for checking `gres/gpu:TYPE` resources."""
+    for k in doc:
+        if k not in ("account", "user", "price"):
+            raise _err(k, "unknown key (expected [[account]], [[user]] or [[price]])")
+    accounts: dict[str, Account] = {ROOT: Account(name=ROOT, parent=None, priority=100, shares=1, resources={})}
+    assoc: dict[tuple[str, str], dict[str, Any]] = {}
+    for i, a in enumerate(doc.get("account", [])):
+        if not isinstance(a, dict) or not isinstance(a.get("name"), str) or not a["name"]:
+            raise _err(f"account[{i}].name", "required")
+        name = a["name"]
+        where = f"account {name}"
+        if name in accounts and name != ROOT:
+            raise _err(where, "defined twice")
+        for k in a:
+            if k not in ("name", "parent", "priority", "shares", "resources", "users", "default_for"):
+                raise _err(f"{where}.{k}", "unknown field")
+        res: dict[str, dict[str, float]] = {}
+        for rname, r in (a.get("resources") or {}).items():
+            rw = f"{where}.resources.{rname}"
+            if not (rname in ("cpu", "mem") or rname == "gres/gpu" or rname.startswith("gres/gpu:")
+                    or rname == "gres/shard"):
+                raise _err(rw, "not a TRES name (cpu, mem, gres/gpu, gres/gpu:TYPE, gres/shard)")
+            if rname.startswith("gres/gpu:") and gpu_types is not None and rname[9:] not in gpu_types:
+                raise _err(rw, f"unknown GPU type {rname[9:]!r} (the cluster has: {', '.join(sorted(gpu_types))})")
+            if not isinstance(r, dict):
+                raise _err(rw, "must be a table")
+            vals = {}
+            for f_, v in r.items():
+                if f_ not in RESOURCE_FIELDS:
+                    raise _err(f"{rw}.{f_}", "unknown field")
+                vals[f_] = _num(f"{rw}.{f_}", v)
+            q = vals.get("quota", 0)
+            lim = vals.get("limit", q)
+            if lim != -1 and q != -1 and lim < q:
+                raise _err(f"{rw}.limit", f"limit {lim} is below the quota {q}")
+            if q == -1 and lim not in (-1,) and "limit" in vals:
+                raise _err(f"{rw}.limit", "an unlimited quota cannot have a limit")
+            if vals.get("over_quota_weight", 1) < 0:
+                raise _err(f"{rw}.over_quota_weight", "must be >= 0")
+            res[rname] = vals
+        shares = a.get("shares")
+        if shares is None:
+            gq = res.get("gres/gpu", {}).get("quota", 0)
+            shares = int(gq) if gq and gq > 0 else 1
+        accounts[name] = Account(name=name, parent=a.get("parent", ROOT), priority=int(a.get("priority", 100)),
+                                 shares=int(shares), resources=res)
+        defaults = set(a.get("default_for") or [])
+        for u in list(a.get("users") or []) + sorted(defaults - set(a.get("users") or [])):
+            assoc[(u, name)] = {"user": u, "account": name, "shares": 1, "is_default": u in defaults}
+    for i, u in enumerate(doc.get("user", [])):
+        where = f"user[{i}]"
+        if not isinstance(u.get("name"), str) or not isinstance(u.get("account"), str):
+            raise _err(where, "needs name and account")
+        if u["account"] not in accounts:
+            raise _err(f"{where}.account", f"unknown account {u['account']!r}")
+        sh = u.get("shares", 1)
+        assoc[(u["name"], u["account"])] = {"user": u["name"], "account": u["account"],
+                                            "shares": None if sh == "parent" else int(sh),
+                                            "is_default": bool(u.get("default", False))}
+    _check_tree(accounts)
+    for (user, acct), _a in assoc.items():
+        if acct not in accounts:
+            raise _err(f"user {user}", f"unknown account {acct!r}")
+    defaults: dict[str, str] = {}
+    for (user, acct), a in assoc.items():
+        if a["is_default"]:
+            if user in defaults:
+                raise _err(f"user {user}", f"two default accounts ({defaults[user]}, {acct})")
+            defaults[user] = acct
+    # every fresh install keeps `default` usable by everyone unless the file redefines it
+    if "default" not in accounts:
+        accounts["default"] = Account(name="default", parent=ROOT, priority=100, shares=1, resources={})
+    return AccountsDoc(accounts=list(accounts.values()), associations=sorted(assoc.values(),
+                                                                              key=lambda x: (x["account"],
+                                                                                             x["user"])))
+
+
+def _check_tree(accounts: dict[str, Account]) -> None:
+    for a in accounts.values():
+        if a.parent is not None and a.parent not in accounts:
+            raise _err(f"account {a.name}.parent", f"unknown account {a.parent!r}")
+        seen = {a.name}
+        p = a.parent
+        while p is not None:
+            if p in seen:
+                raise _err(f"account {a.name}.parent", "the account tree has a cycle")
+            seen.add(p)
+            p = accounts[p].parent
+    children: dict[str, list[Account]] = {}
+    for a in accounts.values():
+        if a.parent is not None:
+            children.setdefault(a.parent, []).append(a)
+    for parent, kids in children.items():
+        pres = accounts[parent].resources
+        for rname in {r for k in kids for r in k.resources}:
+            pq = pres.get(rname, {}).get("quota")
+            if pq is None or pq == -1 or parent == ROOT:
+                continue
+            total = sum(k.resources.get(rname, {}).get("quota", 0) for k in kids
+                        if k.resources.get(rname, {}).get("quota", 0) != -1)
+            if total > pq:
+                raise _err(f"account {parent}.resources.{rname}.quota",
+                           f"children's quotas add up to {total}, more than the parent's {pq}")
+
+
+def diff(current: list[Account], current_assoc: list[dict[str, Any]], new: AccountsDoc) -> list[str]:
+    """Human-readable changes, one line each (`+ account x`, `~ account x: shares 1 -> 3`)."""
+    out: list[str] = []
+    cur = {a.name: a for a in current}
+    nxt = {a.name: a for a in new.accounts}
+    for name in sorted(nxt):
+        a = nxt[name]
+        if name not in cur:
+            out.append(f"+ account {name} (parent {a.parent}, priority {a.priority}, shares {a.shares}, "
+                       f"resources {a.resources})")
+            continue
+        c = cur[name]
+        for f_ in ("parent", "priority", "shares", "resources"):
+            if getattr(c, f_) != getattr(a, f_):
+                out.append(f"~ account {name}: {f_} {getattr(c, f_)} -> {getattr(a, f_)}")
+    for name in sorted(set(cur) - set(nxt)):
+        out.append(f"- account {name}")
+    ca = {(x["user"], x["account"]): x for x in current_assoc}
+    na = {(x["user"], x["account"]): x for x in new.associations}
+    for k in sorted(na):
+        if k not in ca:
+            out.append(f"+ user {k[0]} in {k[1]}" + (" (default)" if na[k]["is_default"] else ""))
+        elif ca[k] != na[k]:
+            out.append(f"~ user {k[0]} in {k[1]}: {ca[k]} -> {na[k]}")
+    for k in sorted(set(ca) - set(na)):
+        out.append(f"- user {k[0]} in {k[1]}")
+    return out
+
+
+def to_doc(accounts: list[Account], associations: list[dict[str, Any]]) -> dict[str, Any]:
+    """The database's current tree as an accounts-file dict (what `batchd account show` prints)."""
+    out: dict[str, Any] = {"account": [], "user": []}
+    for a in accounts:
+        if a.name == ROOT:
+            continue
+        out["account"].append({"name": a.name, "parent": a.parent, "priority": a.priority, "shares": a.shares,
+                               "resources": a.resources})
+    for x in associations:
+        out["user"].append({"name": x["user"], "account": x["account"],
+                            "shares": "parent" if x["shares"] is None else x["shares"], "default": x["is_default"]})
+    return out
+
+
+def cluster_gpu_types(nodes: list[Any]) -> set[str]:
+    """GPU types and MIG profiles that the nodes' inventories offer."""
+    types: set[str] = set()
+    for n in nodes:
+        for g in n.gpus:
+            types.add(g["type"])
+            for m in g.get("mig") or []:
+                types.add(m["profile"])
+    return types
+
+
+def apply_doc(service: Any, caller: Any, doc: dict[str, Any], dry_run: bool) -> dict[str, Any]:
+    """`batchd apply`: validate, diff, and (unless dry_run) replace; admins only."""
+    from batchd.errors import PermissionDenied
+
+    if not service.is_admin(caller):
+        raise PermissionDenied("only an administrator may change accounts")
+    store = service.store
+    parsed = parse_accounts(doc, cluster_gpu_types(store.list_nodes()))
+    changes = diff(store.list_accounts(), store.list_associations(), parsed)
+    prices = doc.get("price")
+    if not dry_run:
+        store.replace_accounts(parsed.accounts, parsed.associations, caller.uid, changes)
+        if prices:
+            try:
+                from batchd.accounting.prices import apply_prices
+            except ImportError:
+                raise InvalidRequest("[[price]] tables need the chargeback module") from None
+            changes = changes + apply_prices(store, prices, caller.uid)
+        service.wake()
+    return {"changes": changes, "applied": not dry_run}
+
+
+def modify(service: Any, caller: Any, body: dict[str, Any]) -> dict[str, Any]:
+    """One change at a time (`batchd account add/modify/remove`, `batchd user add/remove`):
+    the change is made on the current tree and the whole tree validated again."""
+    store = service.store
+    doc = to_doc(store.list_accounts(), store.list_associations())
+    op, name = body.get("op"), body.get("name")
+    accts = {a["name"]: a for a in doc["account"]}
+    if op == "account.add":
+        if name in accts:
+            raise InvalidRequest(f"account {name}: already exists")
+        doc["account"].append({"name": name, "parent": body.get("parent") or ROOT})
+        accts[name] = doc["account"][-1]
+    if op in ("account.add", "account.modify"):
+        if name not in accts:
+            raise InvalidRequest(f"account {name}: no such account")
+        a = accts[name]
+        for k in ("parent", "priority", "shares"):
+            if body.get(k) is not None:
+                a[k] = body[k]
+        for rname, fields_ in (body.get("resources") or {}).items():
+            a.setdefault("resources", {}).setdefault(rname, {}).update(fields_)
+    elif op == "account.remove":
+        if name not in accts:
+            raise InvalidRequest(f"account {name}: no such account")
+        if any(a.get("parent") == name for a in doc["account"]):
+            raise InvalidRequest(f"account {name}: has child accounts; remove them first")
+        doc["account"] = [a for a in doc["account"] if a["name"] != name]
+        doc["user"] = [u for u in doc["user"] if u["account"] != name]
+    elif op == "user.add":
+        doc["user"] = [u for u in doc["user"] if not (u["name"] == name and u["account"] == body.get("account"))]
+        if body.get("default"):
+            for u in doc["user"]:
+                if u["name"] == name:
+                    u["default"] = False
+        doc["user"].append({"name": name, "account": body.get("account"), "shares": body.get("shares", 1),
+                            "default": bool(body.get("default"))})
+    elif op == "user.remove":
+        before = len(doc["user"])
+        doc["user"] = [u for u in doc["user"] if not (u["name"] == name and u["account"] == body.get("account"))]
+        if len(doc["user"]) == before:
+            raise InvalidRequest(f"user {name}: not a member of {body.get('account')}")
+    elif op not in ("account.add", "account.modify"):
+        raise InvalidRequest(f"unknown operation {op!r}")
+    for a in doc["account"]:
+        if a.get("parent") is None:
+            a.pop("parent", None)
+    return apply_doc(service, caller, doc, bool(body.get("dry_run")))

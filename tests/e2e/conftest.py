@@ -1,0 +1,136 @@
+"""A real daemon on a temporary socket, driven through the real commands.
+
+`cluster` starts `batchd serve --dev --config <2 nodes x 4 h200>` in a fresh directory
+(world-readable, so that tests running as root can act as other users too) and gives
+helpers to run commands against it, wait for job states, and kill/restart the daemon.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+
+CONFIG = """
+cluster_name = "e2e"
+[scheduler]
+interval_s = 1
+kill_wait_s = 2
+grace_time_s = 2
+[accounting]
+tres_billing_weights = "CPU=1.0,Mem=0.25G,GRES/gpu=2.0"
+[[partition]]
+name = "gpu"
+nodes = "ALL"
+default = true
+[[node]]
+name = "node1"
+cpus = 16
+memory_mb = 64000
+gpus = [{ type = "h200", count = 4 }]
+[[node]]
+name = "node2"
+cpus = 16
+memory_mb = 64000
+gpus = [{ type = "h200", count = 4 }]
+"""
+
+
+class Cluster:
+    def __init__(self, root: Path, config: str):
+        self.root = root
+        self.cfg = root / "batchd.toml"
+        self.cfg.write_text(config)
+        self.sock = str(root / ".batchd" / "batchd.sock")
+        self.log = root / "daemon.log"
+        self.proc: subprocess.Popen | None = None
+        self.env = dict(os.environ, BATCHD_SOCKET=self.sock)
+        for k in list(self.env):
+            if k.startswith(("SLURM_", "SBATCH_")):
+                del self.env[k]
+
+    def start(self) -> None:
+        logf = open(self.log, "a")
+        self.proc = subprocess.Popen([str(BIN / "batchd"), "serve", "--dev", "--config", str(self.cfg)],
+                                     cwd=self.root, stdout=logf, stderr=logf, env=self.env,
+                                     start_new_session=True)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("daemon exited:\n" + self.log.read_text()[-3000:])
+            r = subprocess.run([str(BIN / "sinfo")], env=self.env, capture_output=True, text=True,
+                               cwd=self.root)
+            if r.returncode == 0:
+                return
+            time.sleep(0.2)
+        raise RuntimeError("daemon did not come up:\n" + self.log.read_text()[-3000:])
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=30)
+        self.proc = None
+
+    def run(self, *args: str, check: bool = True, input: str | None = None, user: tuple[int, int] | None = None,
+            cwd: Path | None = None) -> subprocess.CompletedProcess:
+        cmd = [str(BIN / args[0]), *args[1:]]
+        if user is not None:
+            cmd = ["setpriv", f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups", *cmd]
+        r = subprocess.run(cmd, env=self.env, capture_output=True, text=True, input=input,
+                           cwd=cwd or self.root, timeout=60)
+        if check and r.returncode != 0:
+            raise AssertionError(f"{args} failed rc={r.returncode}\nstdout={r.stdout}\nstderr={r.stderr}\n"
+                                 f"daemon log:\n{self.log.read_text()[-2000:]}")
+        return r
+
+    def submit(self, *args: str, **kw) -> int:
+        r = self.run("sbatch", "--parsable", *args, **kw)
+        return int(r.stdout.strip().split(";")[0])
+
+    def job(self, job_id: int | str) -> dict:
+        from batchd.cli.client import request
+
+        os.environ["BATCHD_SOCKET"] = self.sock
+        (j,) = [x for x in request("GET", "/v1/jobs", query={"ids": str(job_id), "all": "1"})["jobs"]
+                if str(x["id"]) == str(job_id) or x["display_id"] == str(job_id)]
+        return j
+
+    def wait(self, job_id: int, states: tuple[str, ...], timeout: float = 30) -> dict:
+        deadline = time.time() + timeout
+        while True:
+            j = self.job(job_id)
+            if j["state"] in states:
+                return j
+            if time.time() > deadline:
+                raise AssertionError(f"job {job_id} is {j['state']} ({j['reason']}), wanted {states}\n"
+                                     f"daemon log:\n{self.log.read_text()[-3000:]}")
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def cluster():
+    root = Path(tempfile.mkdtemp(prefix="batchd-e2e-"))
+    os.chmod(root, 0o777)
+    c = Cluster(root, CONFIG)
+    c.start()
+    try:
+        yield c
+    finally:
+        # end the jobs too: tests must not leave processes behind
+        try:
+            c.run("scancel", "--user", str(os.getuid()), check=False)
+        except Exception:
+            pass
+        c.stop()
+        time.sleep(0.2)
+        subprocess.run(["pkill", "-f", f"batchd.supervisor {root}"], check=False)
+        shutil.rmtree(root, ignore_errors=True)

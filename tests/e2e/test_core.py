@@ -1,0 +1,97 @@
+"""The single-node core end to end: real daemon, real commands, real processes."""
+
+import os
+import signal
+import subprocess
+import time
+
+from batchd.cli.client import request
+
+BIN = __import__("pathlib").Path(__import__("sys").executable).parent
+
+
+def test_gres_gpu_2_gets_two_distinct_devices_and_accounting(cluster):
+    jid = cluster.submit("--gres=gpu:2", "--wrap", "echo $CUDA_VISIBLE_DEVICES; echo $CUDA_DEVICE_ORDER")
+    j = cluster.wait(jid, ("COMPLETED", "FAILED"))
+    assert j["state"] == "COMPLETED"
+    out = (cluster.root / f"slurm-{jid}.out").read_text().split("\n")
+    devs = out[0].split(",")
+    assert len(devs) == 2 and len(set(devs)) == 2, out
+    assert out[1] == "PCI_BUS_ID"
+    r = cluster.run("sacct", "-j", str(jid), "-X", "--parsable2", "--noheader", "--format=JobID,State,AllocTRES")
+    (line,) = r.stdout.strip().splitlines()
+    jobid, state, tres = line.split("|")
+    assert (jobid, state) == (str(jid), "COMPLETED")
+    assert "gres/gpu=2" in tres.split(",")
+
+
+def test_exit_codes_and_states(cluster):
+    ok = cluster.submit("--wrap", "true")
+    bad = cluster.submit("--wrap", "exit 3")
+    assert cluster.wait(ok, ("COMPLETED", "FAILED"))["state"] == "COMPLETED"
+    j = cluster.wait(bad, ("COMPLETED", "FAILED"))
+    assert (j["state"], j["exit_code"]) == ("FAILED", "3:0")
+
+
+def test_scancel_running_job(cluster):
+    jid = cluster.submit("--wrap", "sleep 60")
+    cluster.wait(jid, ("RUNNING",))
+    cluster.run("scancel", str(jid))
+    j = cluster.wait(jid, ("CANCELLED",), timeout=20)
+    assert j["state"] == "CANCELLED"
+
+
+def test_job_environment_and_output_file(cluster):
+    jid = cluster.submit("-J", "envjob", "-A", "default", "--gres=gpu:1", "--wrap", "env | sort")
+    cluster.wait(jid, ("COMPLETED",))
+    env = dict(line.split("=", 1) for line in (cluster.root / f"slurm-{jid}.out").read_text().splitlines()
+               if "=" in line)
+    assert env["SLURM_JOB_ID"] == str(jid)
+    assert env["SLURM_JOB_NAME"] == "envjob"
+    assert env["SLURM_JOB_ACCOUNT"] == "default"
+    assert env["SLURM_SUBMIT_DIR"] == str(cluster.root)
+    assert env["SLURM_JOB_NODELIST"] in ("node1", "node2")
+    assert env["SLURM_GPUS_ON_NODE"] == "1"
+    assert env["SLURM_JOB_GPUS"] == env["CUDA_VISIBLE_DEVICES"]
+
+
+def test_gang_waits_for_all_gpus_on_both_nodes(cluster):
+    blocker = cluster.submit("--gres=gpu:1", "--wrap", "sleep 300")
+    cluster.wait(blocker, ("RUNNING",))
+    gang = cluster.submit("-N", "2", "--gres=gpu:4", "--wrap", "echo $SLURM_JOB_NODELIST")
+    time.sleep(2.5)  # several scheduling cycles
+    j = cluster.job(gang)
+    assert (j["state"], j["reason"]) == ("PENDING", "Resources")
+    cluster.run("scancel", str(blocker))
+    j = cluster.wait(gang, ("RUNNING", "COMPLETED"), timeout=30)
+    assert j["nodes"] == 2
+    j = cluster.wait(gang, ("COMPLETED",))
+    assert sorted(j["gres"]) == ["node1", "node2"]
+    assert all(len(g) == 4 for g in j["gres"].values())
+
+
+def test_daemon_not_running_gives_one_clear_line(tmp_path):
+    env = dict(os.environ, BATCHD_SOCKET=str(tmp_path / "nope.sock"))
+    for cmd in (["sbatch", "--wrap", "true"], ["squeue"], ["sacct"], ["sinfo"], ["scancel", "1"]):
+        r = subprocess.run([str(BIN / cmd[0]), *cmd[1:]], env=env, capture_output=True, text=True, cwd=tmp_path)
+        assert r.returncode != 0, cmd
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"{cmd[0]}: error:") and "Traceback" not in r.stderr, r.stderr
+
+
+def test_restart_with_kill9_keeps_job_and_records_one_usage(cluster):
+    jid = cluster.submit("--wrap", "sleep 20")
+    j = cluster.wait(jid, ("RUNNING",))
+    started = j["start_time"]
+    cluster.stop(signal.SIGKILL)
+    time.sleep(1)
+    cluster.start()
+    assert cluster.job(jid)["state"] == "RUNNING"
+    j = cluster.wait(jid, ("COMPLETED",), timeout=40)
+    os.environ["BATCHD_SOCKET"] = cluster.sock
+    rows = [r for r in request("GET", "/v1/accounting", query={"ids": str(jid), "duplicates": "1"})["records"]
+            if r["step"] is None]
+    assert len(rows) == 1
+    assert rows[0]["state"] == "COMPLETED"
+    assert 19 <= rows[0]["elapsed_s"] <= 23, rows[0]
+    assert abs(rows[0]["start"] - started) < 2

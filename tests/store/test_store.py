@@ -1,0 +1,104 @@
+"""The store on SQLite and PostgreSQL: migrations, ids, compare-and-set, usage records
+written exactly once."""
+
+import time
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from batchd.errors import StoreError
+from batchd.model import Job, Node, UsageRec
+from batchd.store import Store
+from batchd.store.migrate import check_at_head, current_revision, head_revision, upgrade
+from batchd.store.tables import Base
+
+
+@pytest.fixture
+def store(db_url):
+    s = Store(db_url)
+    upgrade(s.engine)
+    yield s
+    s.close()
+
+
+def _job(jid, **kw):
+    base = dict(id=jid, name="j", user="alice", uid=1000, gid=1000, account="default", partition="gpu",
+                qos="normal", state="PENDING", submit_time=time.time(), spec={"script": "#!/bin/sh\n"},
+                request={"tasks": 1, "per_task": {"cpu": 1}})
+    base.update(kw)
+    return Job(**base)
+
+
+def test_upgrade_head_equals_models(db_url):
+    s = Store(db_url)
+    try:
+        with pytest.raises(StoreError, match="batchd migrate"):
+            check_at_head(s.engine)
+        upgrade(s.engine)
+        assert current_revision(s.engine) == head_revision()
+        check_at_head(s.engine)
+        with s.engine.connect() as conn:
+            diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+        assert diff == []
+        upgrade(s.engine)  # idempotent
+    finally:
+        s.close()
+
+
+def test_job_ids_are_consecutive_and_unique(store):
+    a = store.next_job_ids(1)
+    b = store.next_job_ids(4)
+    c = store.next_job_ids(1)
+    assert (b, c) == (a + 1, a + 5)
+
+
+def test_insert_list_and_compare_and_set(store):
+    store.insert_jobs([_job(1), _job(2, state="RUNNING")])
+    assert [j.id for j in store.list_jobs(states=["PENDING"])] == [1]
+    assert store.update_job(1, ("PENDING",), state="RUNNING", allocation={"n1": {"gpus": [0]}})
+    assert not store.update_job(1, ("PENDING",), state="CANCELLED")
+    j = store.get_job(1)
+    assert j.state == "RUNNING" and j.allocation == {"n1": {"gpus": [0]}}
+    assert store.get_job(99) is None
+
+
+def _usage(jid, run, state="COMPLETED"):
+    return UsageRec(job_id=jid, run=run, name="j", account="default", user="alice", uid=1000, gid=1000,
+                    partition="gpu", qos="normal", node_list="n1", tres_alloc="cpu=1,mem=1G,node=1",
+                    tres={"cpu": 1, "mem": 1024, "node": 1}, billing=1.0, submit_time=1.0, start_time=2.0,
+                    end_time=12.0, elapsed_s=10, state=state, exit_code=0, exit_signal=0)
+
+
+def test_usage_record_written_exactly_once(store):
+    store.insert_jobs([_job(7, state="RUNNING")])
+    assert store.finish_run(7, 0, {"state": "COMPLETED", "end_time": 12.0}, _usage(7, 0))
+    # a second attempt (e.g. after a crash before the spool was marked collected) is a no-op
+    assert not store.finish_run(7, 0, {"state": "FAILED"}, _usage(7, 0, "FAILED"))
+    recs = store.list_usage(job_ids=[7])
+    assert len(recs) == 1 and recs[0].state == "COMPLETED"
+    assert store.get_job(7).state == "COMPLETED"
+
+
+def test_requeued_job_keeps_one_record_per_run(store):
+    store.insert_jobs([_job(8, state="RUNNING")])
+    store.finish_run(8, 0, {"state": "PENDING", "restarts": 1}, _usage(8, 0, "PREEMPTED"))
+    store.update_job(8, None, state="RUNNING")
+    store.finish_run(8, 1, {"state": "COMPLETED"}, _usage(8, 1))
+    assert [(u.run, u.state) for u in store.list_usage(job_ids=[8])] == [(0, "PREEMPTED"), (1, "COMPLETED")]
+
+
+def test_accounts_nodes_usage_state_audit(store):
+    store.ensure_default_account()
+    store.ensure_default_account()
+    assert {a.name for a in store.list_accounts()} == {"root", "default"}
+    store.upsert_node(Node(name="n1", state="IDLE", cpus=8, memory_mb=1000, gpus=[{"type": "h200", "count": 2}],
+                           heartbeat=1.0))
+    store.upsert_node(Node(name="n1", state="IDLE", cpus=16, memory_mb=1000, gpus=[], heartbeat=2.0))
+    (n,) = store.list_nodes()
+    assert (n.cpus, n.heartbeat) == (16, 2.0)
+    store.put_usage_state({"default": (5.0, 10.0), "default/alice": (5.0, 10.0)})
+    store.put_usage_state({"default": (6.0, 11.0)})
+    assert store.get_usage_state()["default"] == (6.0, 11.0)
+    store.audit(0, "test", {"x": 1})
+    assert store.list_audit()[-1]["detail"] == {"x": 1}
