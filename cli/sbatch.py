@@ -283,8 +283,8 @@ def build(argv, environ, stdin=None, cwd=None):
     merged = dict(from_script)
     merged.update(from_env)
     merged.update(cli)
-    so.mem_options(cli, merged)
     try:
+        so.mem_options(cli, merged)
         spec = so.build_spec(merged)
     except OptionError as e:
         _die(e)

@@ -1,6 +1,7 @@
 """The getopt_long-style parser shared by the Slurm-named commands."""
 
 import pytest
+
 from batchd.cli.options import Opt, OptionError, parse
 
 TABLE = [

@@ -1,0 +1,285 @@
+"""The environment and file names of a running batch job, as Slurm 22.05 sets them.
+
+Pure (no I/O, no clock): the node agent calls `full_environment` (or
+`job_environment` on top of `spec["environment"]`) and `expand_pattern` when it
+launches a job.
+
+`job_environment(spec, job, alloc, node, cluster_name)` returns only the variables
+batchd adds (the `SLURM_*` output set, `ENVIRONMENT=BATCH`, the GPU device lists);
+the exported environment of the submission (`spec["environment"]`, which already holds
+`SLURM_EXPORT_ENV`/`SLURM_GET_USER_ENV` when Slurm would set them) goes below it.
+
+Arguments:
+
+- `spec`: the submitted JOB_SPEC (only what the user asked for decides *whether* a
+  variable is set: `SLURM_NTASKS` only with `-n`/`--ntasks-per-node`,
+  `SLURM_CPUS_PER_TASK` only with `-c`, `SLURM_MEM_PER_NODE` with `--mem`, else
+  `SLURM_MEM_PER_CPU`, `SLURM_GPUS` with `--gpus`, ...).
+- `job`: `{"id", "array_job_id", "array_task_id", "array_task_min", "array_task_max",
+  "array_task_step", "array_task_count", "name", "user", "uid", "gid", "account",
+  "partition", "qos", "restarts", "submit_host", "mem_per_cpu_mb" (the default per CPU
+  when the job gave no memory option; default 1024), "controller_host" (default: the
+  batch node), "gpu_env": "index" | "uuid"}`; missing array keys are computed from
+  `spec["array"]` when `array_task_id` is set.
+- `alloc`: `{node_name: {"tasks", "cpus", "memory_mb", "gpus": [index | "index:MIG-uuid"],
+  "gpu_uuids": [str] (optional, for gpu_env "uuid"), "shards": int (optional)}}`, node
+  order = the order of the job's node list; `alloc["gpu_type"]` is ignored here.
+- `node`: the node the batch script runs on (the first of the allocation).
+
+Not set here: `SLURM_TASK_PID` (the pid of the batch shell: the launcher adds it once
+it has forked) and `PWD`/`SHLVL` (the shell's).
+
+`expand_pattern(pattern, job, node, task=0)` expands `%j %J %x %u %A %a %b %N %n %r %s
+%t %%` with zero padding (`%3a`), as `-o`/`-e`/`-i` do; a pattern containing a
+backslash is taken literally (backslashes removed). `default_output(job)` is
+`slurm-%j.out`, or `slurm-%A_%a.out` for an array task.
+"""
+
+from __future__ import annotations
+
+NO_VAL_TASK = 4294967294  # what Slurm prints for %a of a job that is not an array task
+WORKING_CLUSTER_TAIL = "6817:9728:109"  # slurmctld port, protocol version, select plugin id
+
+
+def compress_hostlist(names: list[str]) -> str:
+    """Slurm's hostlist form: `gpu[1-3,5],login`; names keep their given order of
+    first appearance per prefix, numeric suffixes are grouped with equal width."""
+    groups: dict[tuple[str, int], list[int]] = {}
+    order: list[tuple[str, int] | str] = []
+    for n in names:
+        i = len(n)
+        while i > 0 and n[i - 1].isdigit():
+            i -= 1
+        if i == len(n):
+            if n not in order:
+                order.append(n)
+            continue
+        key = (n[:i], len(n) - i)
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        num = int(n[i:])
+        if num not in groups[key]:
+            groups[key].append(num)
+    out = []
+    for key in order:
+        if isinstance(key, str):
+            out.append(key)
+            continue
+        prefix, width = key
+        nums = sorted(groups[key])
+        if len(nums) == 1:
+            out.append(f"{prefix}{nums[0]:0{width}d}")
+            continue
+        runs = []
+        i = 0
+        while i < len(nums):
+            j = i
+            while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+                j += 1
+            a, b = f"{nums[i]:0{width}d}", f"{nums[j]:0{width}d}"
+            runs.append(a if i == j else f"{a}-{b}")
+            i = j + 1
+        out.append(f"{prefix}[{','.join(runs)}]")
+    return ",".join(out)
+
+
+def compress_counts(values: list[int]) -> str:
+    """Slurm's repeated-count form: [2, 2, 2, 1] -> `2(x3),1`."""
+    out = []
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[i]:
+            j += 1
+        n = j - i + 1
+        out.append(str(values[i]) if n == 1 else f"{values[i]}(x{n})")
+        i = j + 1
+    return ",".join(out)
+
+
+def _gpu_str(g: dict | None) -> str:
+    if not g:
+        return ""
+    return f"{g['type']}:{g['count']}" if g.get("type") else str(g["count"])
+
+
+def _array_step(spec: dict) -> int:
+    raw = (spec.get("array") or "").partition("%")[0]
+    if "," not in raw and ":" in raw:
+        try:
+            return int(raw.rpartition(":")[2])
+        except ValueError:
+            return 1
+    return 1
+
+
+def _array_ids(spec: dict) -> list[int]:
+    from batchd import arrayspec
+
+    try:
+        return arrayspec.parse(spec.get("array") or "")[0]
+    except arrayspec.ArraySpecError:
+        return []
+
+
+def _devices(entry: dict, gpu_env: str) -> tuple[list[str], list[str]]:
+    """(SLURM_JOB_GPUS indices, CUDA_VISIBLE_DEVICES items) of one node's allocation."""
+    idx: list[str] = []
+    vis: list[str] = []
+    uuids = entry.get("gpu_uuids") or []
+    for k, g in enumerate(entry.get("gpus") or []):
+        s = str(g)
+        if ":" in s:
+            i, _, dev = s.partition(":")
+            idx.append(i)
+            vis.append(dev)
+        else:
+            idx.append(s)
+            vis.append(uuids[k] if gpu_env == "uuid" and k < len(uuids) else s)
+    return idx, vis
+
+
+def job_environment(spec: dict, job: dict, alloc: dict, node: str, cluster_name: str) -> dict[str, str]:
+    """The variables batchd adds to a batch job's environment (module docstring)."""
+    nodes = [n for n in alloc if n != "gpu_type" and isinstance(alloc[n], dict)]
+    here = alloc.get(node) or {}
+    jid = str(job["id"])
+    env: dict[str, str] = {
+        "ENVIRONMENT": "BATCH",
+        "SLURMD_NODENAME": node,
+        "SLURM_CLUSTER_NAME": cluster_name,
+        "SLURM_CONF": job.get("slurm_conf", "/etc/slurm/slurm.conf"),
+        "SLURM_CPUS_ON_NODE": str(here.get("cpus", 1)),
+        "SLURM_GTIDS": "0",
+        "SLURM_JOBID": jid,
+        "SLURM_JOB_ID": jid,
+        "SLURM_JOB_ACCOUNT": str(job.get("account", "")),
+        "SLURM_JOB_CPUS_PER_NODE": compress_counts([int(alloc[n].get("cpus", 1)) for n in nodes]),
+        "SLURM_JOB_GID": str(job.get("gid", "")),
+        "SLURM_JOB_UID": str(job.get("uid", "")),
+        "SLURM_JOB_USER": str(job.get("user", "")),
+        "SLURM_JOB_NODELIST": compress_hostlist(nodes),
+        "SLURM_NODELIST": compress_hostlist(nodes),
+        "SLURM_JOB_NUM_NODES": str(len(nodes)),
+        "SLURM_NNODES": str(len(nodes)),
+        "SLURM_JOB_PARTITION": str(job.get("partition", "")),
+        "SLURM_JOB_QOS": str(job.get("qos", "")),
+        "SLURM_LOCALID": "0",
+        "SLURM_NODEID": str(nodes.index(node)) if node in nodes else "0",
+        "SLURM_PROCID": "0",
+        "SLURM_NODE_ALIASES": "(null)",
+        "SLURM_PRIO_PROCESS": "0",
+        "SLURM_SUBMIT_DIR": str(spec.get("submit_dir", "")),
+        "SLURM_SUBMIT_HOST": str(job.get("submit_host") or spec.get("submit_host") or ""),
+        "SLURM_TASKS_PER_NODE": compress_counts([int(alloc[n].get("tasks", 1)) for n in nodes]),
+        "SLURM_TOPOLOGY_ADDR": node,
+        "SLURM_TOPOLOGY_ADDR_PATTERN": "node",
+        "SLURM_WORKING_CLUSTER": f"{cluster_name}:{job.get('controller_host') or node}:{WORKING_CLUSTER_TAIL}",
+    }
+    if not spec.get("unnamed"):
+        env["SLURM_JOB_NAME"] = str(job.get("name") or spec.get("name") or "")
+    if spec.get("reservation"):
+        env["SLURM_JOB_RESERVATION"] = str(spec["reservation"])
+    if spec.get("cpus_per_task"):
+        env["SLURM_CPUS_PER_TASK"] = str(spec["cpus_per_task"])
+    ntasks = spec.get("ntasks")
+    if ntasks is None and spec.get("ntasks_per_node"):
+        ntasks = sum(int(alloc[n].get("tasks", 1)) for n in nodes)
+    if ntasks:
+        env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = str(ntasks)
+    if spec.get("ntasks_per_node"):
+        env["SLURM_NTASKS_PER_NODE"] = str(spec["ntasks_per_node"])
+    if spec.get("mem_mb") is not None:
+        env["SLURM_MEM_PER_NODE"] = str(spec["mem_mb"])
+    elif spec.get("mem_per_gpu_mb") is not None:
+        env["SLURM_MEM_PER_GPU"] = str(spec["mem_per_gpu_mb"])
+    else:
+        env["SLURM_MEM_PER_CPU"] = str(spec.get("mem_per_cpu_mb") or job.get("mem_per_cpu_mb", 1024))
+    if spec.get("gpus"):
+        env["SLURM_GPUS"] = _gpu_str(spec["gpus"])
+    if spec.get("gpus_per_node"):
+        env["SLURM_GPUS_PER_NODE"] = _gpu_str(spec["gpus_per_node"])
+    if spec.get("gpus_per_task"):
+        env["SLURM_GPUS_PER_TASK"] = _gpu_str(spec["gpus_per_task"])
+    if spec.get("cpus_per_gpu"):
+        env["SLURM_CPUS_PER_GPU"] = str(spec["cpus_per_gpu"])
+    idx, vis = _devices(here, job.get("gpu_env", "index"))
+    if idx:
+        devs = ",".join(vis)
+        env["SLURM_JOB_GPUS"] = ",".join(idx)
+        env["SLURM_GPUS_ON_NODE"] = str(len(idx))
+        for var in ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK"):
+            env[var] = devs
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    if here.get("shards"):
+        env["SLURM_SHARDS_ON_NODE"] = str(here["shards"])
+    if int(job.get("restarts") or 0) > 0:
+        env["SLURM_RESTART_COUNT"] = str(job["restarts"])
+    if job.get("array_task_id") is not None:
+        ids = [] if job.get("array_task_min") is not None else _array_ids(spec)
+        env["SLURM_ARRAY_JOB_ID"] = str(job.get("array_job_id") or jid)
+        env["SLURM_ARRAY_TASK_ID"] = str(job["array_task_id"])
+        env["SLURM_ARRAY_TASK_COUNT"] = str(job.get("array_task_count") or len(ids))
+        env["SLURM_ARRAY_TASK_MAX"] = str(job["array_task_max"] if job.get("array_task_max") is not None
+                                          else max(ids, default=job["array_task_id"]))
+        env["SLURM_ARRAY_TASK_MIN"] = str(job["array_task_min"] if job.get("array_task_min") is not None
+                                          else min(ids, default=job["array_task_id"]))
+        env["SLURM_ARRAY_TASK_STEP"] = str(job.get("array_task_step") or _array_step(spec))
+    return env
+
+
+def full_environment(spec: dict, job: dict, alloc: dict, node: str, cluster_name: str) -> dict[str, str]:
+    """`spec["environment"]` with `job_environment(...)` on top: what the batch shell
+    gets (the launcher still adds SLURM_TASK_PID)."""
+    env = dict(spec.get("environment") or {})
+    env.update(job_environment(spec, job, alloc, node, cluster_name))
+    return env
+
+
+def default_output(job: dict) -> str:
+    """`slurm-%j.out`, or `slurm-%A_%a.out` for an array task."""
+    return "slurm-%A_%a.out" if job.get("array_task_id") is not None else "slurm-%j.out"
+
+
+def expand_pattern(pattern: str, job: dict, node: str, task: int = 0) -> str:
+    """Expand Slurm's filename pattern codes (module docstring) for the batch step."""
+    if "\\" in pattern:
+        return pattern.replace("\\", "")
+    jid = int(job["id"])
+    is_array = job.get("array_task_id") is not None
+    task_id = int(job["array_task_id"]) if is_array else NO_VAL_TASK
+    numeric = {
+        "j": jid, "J": jid, "A": int(job.get("array_job_id") or jid) if is_array else jid,
+        "a": task_id, "b": task_id % 10, "n": int(job.get("node_index", 0)),
+        "r": int(job.get("restarts") or 0), "t": task,
+    }
+    text = {"x": str(job.get("name", "")), "u": str(job.get("user", "")), "N": node.split(".")[0],
+            "s": "batch"}
+    out = []
+    i = 0
+    n = len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch != "%":
+            out.append(ch)
+            i += 1
+            continue
+        j = i + 1
+        while j < n and pattern[j].isdigit():
+            j += 1
+        if j >= n:
+            out.append(pattern[i:])
+            break
+        code = pattern[j]
+        width = min(int(pattern[i + 1:j]), 10) if j > i + 1 else 0
+        if code == "%" and j == i + 1:
+            out.append("%")
+        elif code in numeric:
+            out.append(f"{numeric[code]:0{width}d}" if width else str(numeric[code]))
+        elif code in text:
+            out.append(text[code])
+        else:
+            out.append(pattern[i:j + 1])
+        i = j + 1
+    return "".join(out)
