@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Float, Index, Integer, MetaData, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Boolean, Float, Index, Integer, MetaData, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING = {
@@ -163,3 +163,73 @@ class AuditRow(Base):
     uid: Mapped[int] = mapped_column(Integer, nullable=False)
     action: Mapped[str] = mapped_column(String(64), nullable=False)
     detail: Mapped[str] = mapped_column(Text, nullable=False)
+
+
+# ---- chargeback tables (issue 6) ----
+# Owned by batchd.accounting; SQL in batchd/store/accounting.py; revision 0002_chargeback.
+
+
+class PriceRow(Base):
+    """A price per TRES-hour (`mem`: per GiB-hour) valid over [valid_from, valid_to)
+    (unix seconds, hour-aligned, valid_to None = open). `per_hour` is a decimal string,
+    never a float. Where validity periods of one TRES overlap, the one that starts
+    latest applies."""
+    __tablename__ = "prices"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    tres: Mapped[str] = mapped_column(String(100), nullable=False)
+    per_hour: Mapped[str] = mapped_column(String(40), nullable=False)
+    currency: Mapped[str] = mapped_column(String(8), nullable=False)
+    valid_from: Mapped[float] = mapped_column(Float, nullable=False)
+    valid_to: Mapped[float | None] = mapped_column(Float)
+    created: Mapped[float] = mapped_column(Float, nullable=False)
+    __table_args__ = (Index("ix_prices_tres", "tres"),)
+
+
+class UsageHourly(Base):
+    """Usage rolled up per UTC hour (`hour` = its first second), account, user, node
+    list, GPU type of the job ("" for CPU-only jobs) and TRES: `amount` is TRES-seconds
+    (mem: MiB-seconds; `billing`: billing-unit-seconds; `gpu_busy`: measured GPU
+    utilisation x GPU-seconds / 100; `gpu_measured`: GPU-seconds that had a measurement)."""
+    __tablename__ = "usage_hourly"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    hour: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    account: Mapped[str] = mapped_column(String(64), nullable=False)
+    user: Mapped[str] = mapped_column(String(64), nullable=False)
+    node: Mapped[str] = mapped_column(String(1000), nullable=False)
+    gpu_type: Mapped[str] = mapped_column(String(64), nullable=False)
+    tres: Mapped[str] = mapped_column(String(100), nullable=False)
+    amount: Mapped[float] = mapped_column(Float, nullable=False)
+    __table_args__ = (UniqueConstraint("hour", "account", "user", "node", "gpu_type", "tres",
+                                       name="uq_usage_hourly_key"),)
+
+
+class RollupLedger(Base):
+    """The rollup's watermark, kept per usage record: a row per usage record already
+    added to `usage_hourly`, written in the same transaction as the sums, so that a
+    crashed rollup neither loses nor doubles a record (ids may commit out of order on
+    PostgreSQL, which a single max-id watermark would miss)."""
+    __tablename__ = "rollup_ledger"
+    usage_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    rolled_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+class JobEfficiency(Base):
+    """Efficiency samples of one run of a job, kept as running sums and peaks: CPU %
+    (100 = one core busy), resident memory MiB, GPU utilisation % and GPU memory MiB
+    (None where NVML is absent); `gpu_zero_s` is the current stretch of samples with
+    GPUs held at 0 %, `gpu_zero_max_s` the longest such stretch (seconds)."""
+    __tablename__ = "job_efficiency"
+    job_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    run: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    samples: Mapped[int] = mapped_column(Integer, nullable=False)
+    first_time: Mapped[float] = mapped_column(Float, nullable=False)
+    last_time: Mapped[float] = mapped_column(Float, nullable=False)
+    cpu_pct_sum: Mapped[float] = mapped_column(Float, nullable=False)
+    cpu_pct_max: Mapped[float] = mapped_column(Float, nullable=False)
+    rss_mb_max: Mapped[float] = mapped_column(Float, nullable=False)
+    gpu_samples: Mapped[int] = mapped_column(Integer, nullable=False)
+    gpu_util_sum: Mapped[float] = mapped_column(Float, nullable=False)
+    gpu_util_max: Mapped[float] = mapped_column(Float, nullable=False)
+    gpu_mem_max_mb: Mapped[float] = mapped_column(Float, nullable=False)
+    gpu_zero_s: Mapped[float] = mapped_column(Float, nullable=False)
+    gpu_zero_max_s: Mapped[float] = mapped_column(Float, nullable=False)
