@@ -544,3 +544,12 @@ def send_signal(spool_dir: str, job_id: int, run: int, sig: int, batch_only: boo
         return
     if not _post_control(jobdir, {"action": "signal", "signal": int(sig), "batch_only": bool(batch_only)}):
         _signal_orphans(jobdir, sig)
+
+
+def set_time_limit(spool_dir: str, job_id: int, run: int, time_limit_s: int | None) -> None:
+    """Change a running job's time limit (seconds from its start; None or <= 0: none),
+    as `scontrol update TimeLimit=` does. A limit already passed ends the job at once
+    (TIMEOUT). A run already gone is not an error."""
+    jobdir = jobdir_path(spool_dir, job_id, run)
+    if os.path.isdir(jobdir):
+        _post_control(jobdir, {"action": "time_limit", "time_limit_s": time_limit_s})

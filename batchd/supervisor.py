@@ -148,6 +148,9 @@ class Supervisor:
         self.t0 = 0.0
         self.requested: str | None = None
         self.kill_at: float | None = None
+        self.limit_at: float | None = None  # monotonic time of the time limit
+        self.sig_at: float | None = None  # monotonic time of --signal's signal
+        self.signal_sent = False
         self.error = b""
         self.peak_rss_kb = 0
 
@@ -195,6 +198,16 @@ class Supervisor:
         deadline = time.monotonic() + max(0.0, grace_s)
         self.kill_at = deadline if self.kill_at is None else min(self.kill_at, deadline)
 
+    def _set_time_limit(self, limit_s: int | None) -> None:
+        """(Re)arm the time limit, counted from the job's start; None or <= 0: none.
+        `--signal` is re-armed with it unless it was already sent."""
+        assert self.req is not None
+        limit = limit_s if limit_s is not None and limit_s > 0 else None
+        self.limit_at = self.t0 + limit if limit else None
+        self.sig_at = None
+        if limit and self.req.signal and not self.signal_sent:
+            self.sig_at = self.t0 + max(0, limit - int(self.req.signal[1]))
+
     def _handle_controls(self) -> None:
         assert self.req is not None
         names = sorted(n for n in os.listdir(self.jobdir)
@@ -214,6 +227,8 @@ class Supervisor:
                 grace = data.get("grace_s")
                 self._begin_termination(data["reason"], sig, self.req.kill_wait_s if grace is None else grace,
                                         bool(data.get("batch_only")))
+            elif data.get("action") == "time_limit" and self.requested is None:
+                self._set_time_limit(data.get("time_limit_s"))
             elif data.get("action") == "signal":
                 self._signal_job(sig, bool(data.get("batch_only")))
 
@@ -323,11 +338,7 @@ class Supervisor:
     def _loop(self, wake_r: int, err_r: int) -> tuple[int, Any]:
         assert self.req is not None
         req = self.req
-        limit = req.time_limit_s if req.time_limit_s is not None and req.time_limit_s > 0 else None
-        limit_at = self.t0 + limit if limit else None
-        sig_at = None
-        if limit and req.signal:
-            sig_at = self.t0 + max(0, limit - int(req.signal[1]))
+        self._set_time_limit(req.time_limit_s)
         next_ctl = self.t0
         next_mem = self.t0 if req.mem_limit_mb is not None else None
         fds = [wake_r, err_r]
@@ -341,12 +352,13 @@ class Supervisor:
             if now >= next_ctl:
                 self._handle_controls()
                 next_ctl = now + CONTROL_SCAN_S
-            if sig_at is not None and now >= sig_at:
+            if self.sig_at is not None and now >= self.sig_at:
                 log.info("job signal before time limit signal=%s", req.signal)
                 self._signal_job(int(req.signal[0]) if req.signal else signal.SIGTERM)
-                sig_at = None
-            if limit_at is not None and now >= limit_at:
-                limit_at = None
+                self.sig_at = None
+                self.signal_sent = True
+            if self.limit_at is not None and now >= self.limit_at:
+                self.limit_at = None
                 if self.requested is None:
                     self._begin_termination("timeout", signal.SIGTERM, req.kill_wait_s)
             if self.kill_at is not None and now >= self.kill_at:
@@ -355,7 +367,7 @@ class Supervisor:
             if next_mem is not None and now >= next_mem:
                 self._check_memory()
                 next_mem = now + MEM_POLL_S
-            deadlines = [t for t in (next_ctl, sig_at, limit_at, self.kill_at, next_mem) if t is not None]
+            deadlines = [t for t in (next_ctl, self.sig_at, self.limit_at, self.kill_at, next_mem) if t is not None]
             timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else 1.0
             readable, _, _ = select.select(fds, [], [], min(timeout, 1.0))
             if wake_r in readable:

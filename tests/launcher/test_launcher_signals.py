@@ -171,3 +171,14 @@ def test_termination_reason_sets_state(jobs):
         launcher.terminate(jobs.spool, req.job_id, req.run, reason, grace_s=0)
         assert jobs.wait(req, timeout_s=10).final_state == want
     assert os.path.isdir(jobs.spool)
+
+
+def test_time_limit_can_be_shortened_and_lifted_while_running(jobs):
+    req, _ = jobs.launch("#!/bin/bash\nsleep 30\n")
+    launcher.set_time_limit(jobs.spool, req.job_id, req.run, 1)
+    status = jobs.wait(req, timeout_s=10)
+    assert status.final_state == "TIMEOUT" and status.end_time - status.start_time < 5
+    req, _ = jobs.launch("#!/bin/bash\nsleep 2.5\n", time_limit_s=2)
+    launcher.set_time_limit(jobs.spool, req.job_id, req.run, None)
+    assert jobs.wait(req, timeout_s=10).final_state == "COMPLETED"
+    launcher.set_time_limit(jobs.spool, req.job_id, req.run, 1)  # after the end: no error
