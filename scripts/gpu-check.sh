@@ -95,14 +95,20 @@ note "batchd node check: $(head -1 "$OUT/check.txt")"
 
 # ---- 3. discovery + sampling cost (Python, read-only) --------------------------------------
 cat >"$WORK/busy.py" <<'EOF'
-"""Keep the visible GPU(s) busy for N seconds (torch if present, else sleep)."""
+"""Keep the visible GPU(s) busy for N seconds (torch if present, else sleep); touch the file
+named by argv[2] (if any) once the GPU is in use."""
 import sys, time
 n = float(sys.argv[1]) if len(sys.argv) > 1 else 8
+ready = sys.argv[2] if len(sys.argv) > 2 else None
 try:
     import torch
     assert torch.cuda.is_available()
     x = torch.randn(4096, 4096, device="cuda")
+    y = x @ x
+    torch.cuda.synchronize()
     print("busy on", torch.cuda.get_device_name(0), "device_count", torch.cuda.device_count(), flush=True)
+    if ready:
+        open(ready, "w").close()
     t = time.time()
     while time.time() - t < n:
         for _ in range(20):
@@ -110,11 +116,14 @@ try:
         torch.cuda.synchronize()
 except Exception as e:
     print("no torch/CUDA busy loop:", type(e).__name__, e, flush=True)
+    if ready:
+        open(ready, "w").close()
     time.sleep(n)
 EOF
-"$PYTHON" "$WORK/busy.py" "$JOB_SECONDS" >"$OUT/busy.log" 2>&1 &
+"$PYTHON" "$WORK/busy.py" "$JOB_SECONDS" "$WORK/busy.ready" >"$OUT/busy.log" 2>&1 &
 BUSY=$!
-sleep 4
+for _ in $(seq 60); do [ -e "$WORK/busy.ready" ] && break; kill -0 "$BUSY" 2>/dev/null || break; sleep 0.5; done
+sleep 1   # let NVML take a utilisation sample of the busy GPU
 "$PY" - "$BUSY" >"$OUT/probe.txt" 2>&1 <<'EOF'
 import json, statistics, sys, time
 import pynvml
@@ -141,9 +150,26 @@ for label, p in (("device-level", None), ("per-process", pids)):
         costs.append(s.sample(uuids, p)["cost_ms"])
     print(f"sample cost {label} over {len(uuids)} device(s), 50 calls: min {min(costs):.3f} "
           f"median {statistics.median(costs):.3f} max {max(costs):.3f} ms")
-t = time.perf_counter(); pynvml.nvmlInit(); t_init = (time.perf_counter() - t) * 1000
-print(f"nvmlInit (second, in-process) {t_init:.1f} ms")
 s.close()
+# CUDA_VISIBLE_DEVICES forms as CUDA (libcuda, no framework) sees them
+import subprocess
+probe = ("import ctypes; c = ctypes.CDLL('libcuda.so.1'); n = ctypes.c_int(); r = c.cuInit(0); "
+         "r = r or c.cuDeviceGetCount(ctypes.byref(n)); print(r, n.value)")
+g0 = inv.gpus[0]
+forms = {"0": "0", "GPU uuid": g0.uuid, "uuid prefix": g0.uuid[:12], "empty": "", "-1,0": "-1,0"}
+if len(inv.gpus) > 1:
+    forms["1,0"] = "1,0"
+for m in (g0.mig or [])[:2]:
+    forms[f"MIG {m.profile}"] = m.uuid
+if len(g0.mig) > 1:
+    forms["two MIG uuids"] = f"{g0.mig[0].uuid},{g0.mig[1].uuid}"
+import os
+for label, cvd in forms.items():
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES=cvd)
+    r = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+    rc, _, n = (r.stdout.strip() or "? ?").partition(" ")
+    err = f" ({r.stderr.strip().splitlines()[-1]})" if r.returncode and r.stderr.strip() else ""
+    print(f"CUDA_VISIBLE_DEVICES={cvd!r} ({label}): cuInit/cuDeviceGetCount rc={rc} devices={n}{err}")
 EOF
 cat "$OUT/probe.txt"
 note "discovery/sampling probe: $(grep -m1 '^discover:' "$OUT/probe.txt" || echo FAILED); $(grep -m1 'cost per-process' "$OUT/probe.txt" | sed 's/.*50 calls: //')"
