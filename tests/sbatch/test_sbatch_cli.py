@@ -1,0 +1,152 @@
+"""sbatch end to end against a fake daemon: output forms, precedence of the command
+line over SBATCH_* over #SBATCH lines, directives only before the first command,
+script sources, --export, -W and --test-only."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from sbatch_helpers import FakeDaemon, recorded_caller_env
+
+from batchd.cli import sbatch
+
+
+@pytest.fixture
+def daemon(tmp_path, monkeypatch):
+    sock = str(tmp_path / "d.sock")
+    with FakeDaemon(sock, first_id=42) as d:
+        yield d
+
+
+def run(argv, daemon, monkeypatch, capsys, extra_env=None, stdin=None):
+    env = recorded_caller_env({"BATCHD_SOCKET": daemon.path, **(extra_env or {})})
+    monkeypatch.setattr(sbatch.os, "environ", env)
+    monkeypatch.setenv("BATCHD_SOCKET", daemon.path)
+    if stdin is not None:
+        monkeypatch.setattr(sbatch.sys, "stdin", io.StringIO(stdin))
+    try:
+        rc = sbatch.main(argv)
+    except SystemExit as e:
+        rc = e.code
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_submitted_line_and_parsable(daemon, monkeypatch, capsys):
+    assert run(["--wrap", "true"], daemon, monkeypatch, capsys) == (0, "Submitted batch job 42\n", "")
+    assert run(["--parsable", "--wrap", "true"], daemon, monkeypatch, capsys) == (0, "43\n", "")
+    assert run(["--parsable", "-M", "c1", "--wrap", "true"], daemon, monkeypatch, capsys) == (0, "44;c1\n", "")
+    assert run(["-Q", "--wrap", "true"], daemon, monkeypatch, capsys) == (0, "", "")
+
+
+def test_wrap_script_and_name(daemon, monkeypatch, capsys):
+    run(["--wrap", "echo hi"], daemon, monkeypatch, capsys)
+    spec = daemon.accepted[-1]
+    assert spec["script"] == "#!/bin/sh\n# This script was created by sbatch --wrap.\n\necho hi\n"
+    assert spec["name"] == "wrap" and spec["unnamed"] is False
+
+
+def test_precedence_cli_over_env_over_script(daemon, tmp_path, monkeypatch, capsys):
+    (tmp_path / "job.sh").write_text("#!/bin/bash\n#SBATCH -J from_script\n#SBATCH -p debug\n"
+                                     "#SBATCH -t 5\n#SBATCH --account=serving\n\n# comment\n"
+                                     "echo go\n#SBATCH --nice=7\n#SBATCH -A notebooks\n")
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run(["-t", "7", "job.sh", "a1", "a2"], daemon, monkeypatch, capsys,
+                       {"SBATCH_PARTITION": "gpu", "SBATCH_TIMELIMIT": "9"})
+    assert rc == 0, err
+    spec = daemon.accepted[-1]
+    assert spec["name"] == "from_script"
+    assert spec["partition"] == "gpu"            # env beats script
+    assert spec["time_limit_s"] == 7 * 60        # command line beats env
+    assert spec["account"] == "serving"          # directive after the first command is ignored
+    assert spec["nice"] == 0
+    assert spec["argv"] == ["a1", "a2"] and spec["script_path"] == "job.sh"
+
+
+def test_script_name_default_and_stdin(daemon, tmp_path, monkeypatch, capsys):
+    (tmp_path / "train.sh").write_text("#!/bin/sh\ntrue\n")
+    monkeypatch.chdir(tmp_path)
+    run(["train.sh"], daemon, monkeypatch, capsys)
+    assert daemon.accepted[-1]["name"] == "train.sh"
+    run([], daemon, monkeypatch, capsys, stdin="#!/bin/sh\n#SBATCH -c 3\ntrue\n")
+    spec = daemon.accepted[-1]
+    assert spec["name"] == "sbatch" and spec["unnamed"] is True and spec["cpus_per_task"] == 3
+
+
+def test_directive_quoting_and_comments():
+    script = "#!/bin/sh\n#SBATCH --comment='two words' -J x # trailing\n#SBATCH  -o \"a b.out\"\ntrue\n"
+    assert sbatch.directives(script) == ["--comment=two words", "-J", "x", "-o", "a b.out"]
+
+
+def test_chdir_relative_to_submit_dir(daemon, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    run(["-D", "sub/dir", "--wrap", "true"], daemon, monkeypatch, capsys)
+    spec = daemon.accepted[-1]
+    assert spec["workdir"] == str(tmp_path / "sub" / "dir") and spec["submit_dir"] == str(tmp_path)
+
+
+@pytest.mark.parametrize("export, want_in, want_out", [
+    ("ALL", {"FOO": "1", "LANG": "C.UTF-8"}, {"SLURM_EXPORT_ENV"}),
+    ("NONE", {"SLURM_EXPORT_ENV": "NONE", "SLURM_GET_USER_ENV": "1", "SLURM_X": "s"}, {"FOO", "LANG"}),
+    ("NIL", {"SLURM_EXPORT_ENV": "NIL", "SLURM_X": "s"}, {"FOO", "LANG", "SLURM_GET_USER_ENV", "HOME"}),
+    ("FOO,BAR=2", {"FOO": "1", "BAR": "2", "SLURM_GET_USER_ENV": "1", "SLURM_X": "s"}, {"LANG"}),
+    ("ALL,FOO=9", {"FOO": "9", "LANG": "C.UTF-8", "SLURM_EXPORT_ENV": "ALL,FOO=9"}, set()),
+], ids=["all", "none", "nil", "list", "all-plus"])
+def test_export(export, want_in, want_out):
+    env = sbatch.job_environment(export, {"FOO": "1", "LANG": "C.UTF-8", "SLURM_X": "s"})
+    for k, v in want_in.items():
+        assert env.get(k) == v, k
+    for k in want_out:
+        assert k not in env
+
+
+def test_export_none_gets_login_environment():
+    env = sbatch.job_environment("NONE", {})
+    for k in ("HOME", "SHELL", "USER", "LOGNAME", "MAIL", "PATH"):
+        assert env.get(k)
+
+
+def test_export_file(tmp_path):
+    f = tmp_path / "env"
+    f.write_bytes(b"A=1\0B=x=y\0")
+    env = sbatch.job_environment("ALL", {"A": "caller"}, str(f))
+    assert env["A"] == "caller" and env["B"] == "x=y"
+
+
+def test_wait_returns_job_exit_status(daemon, monkeypatch, capsys):
+    daemon.states[42] = ("FAILED", "3:0")
+    assert run(["-W", "--wrap", "exit 3"], daemon, monkeypatch, capsys) == (0 + 3, "Submitted batch job 42\n", "")
+    daemon.states[42] = ("CANCELLED", "0:15")
+    assert run(["--wait", "--wrap", "sleep 9"], daemon, monkeypatch, capsys)[0] == 1
+
+
+def test_test_only_submits_nothing(daemon, monkeypatch, capsys):
+    rc, out, err = run(["--test-only", "--wrap", "true"], daemon, monkeypatch, capsys)
+    assert rc == 0 and out == "" and daemon.accepted == []
+    assert err.startswith("sbatch: Job ") and " to start at " in err and "in partition gpu" in err
+
+
+def test_spec_fields(daemon, monkeypatch, capsys):
+    rc, _, err = run(["-N", "1", "-n", "4", "--ntasks-per-node=4", "-c", "2", "--mem-per-cpu=1G",
+                      "--gpus-per-node=h200:2", "--signal=B:USR1@50", "--no-requeue", "--hold",
+                      "--nice", "--exclusive", "--begin=now+1hour", "--array=0-15:4%2",
+                      "--dependency=afterok:1", "--open-mode=append", "--comment=c", "--mail-type=END",
+                      "-q", "high", "--constraint=nvlink", "--wrap", "x"], daemon, monkeypatch, capsys)
+    assert rc == 0, err
+    s = daemon.accepted[-1]
+    assert (s["nodes_min"], s["ntasks"], s["ntasks_per_node"], s["cpus_per_task"]) == (1, 4, 4, 2)
+    assert s["mem_per_cpu_mb"] == 1024 and s["mem_mb"] is None
+    assert s["gpus_per_node"] == {"type": "h200", "count": 2}
+    assert s["signal"] == {"signal": 10, "time_s": 50, "batch_only": True}
+    assert (s["requeue"], s["hold"], s["nice"], s["exclusive"]) == (False, True, 100, True)
+    assert s["begin_time"] > 0 and s["array"] == "0-15:4%2" and s["dependency"] == "afterok:1"
+    assert (s["open_mode"], s["comment"], s["mail_type"], s["qos"], s["constraint"]) == \
+        ("append", "c", "END", "high", "nvlink")
+
+
+def test_help_and_usage(monkeypatch, capsys, daemon):
+    rc, out, _ = run(["--help"], daemon, monkeypatch, capsys)
+    assert rc == 0 and out.startswith("Usage: sbatch") and "--gpus-per-task" in out
+    rc, out, _ = run(["--usage"], daemon, monkeypatch, capsys)
+    assert rc == 0 and out.startswith("Usage: sbatch")
