@@ -65,6 +65,9 @@ STATE_CODES = {"CA": "CANCELLED", "CD": "COMPLETED", "CF": "CONFIGURING", "CG": 
                "DL": "DEADLINE", "F": "FAILED", "NF": "NODE_FAIL", "OOM": "OUT_OF_MEMORY",
                "PD": "PENDING", "PR": "PREEMPTED", "R": "RUNNING", "RQ": "REQUEUED", "RS": "RESIZING",
                "RV": "REVOKED", "S": "SUSPENDED", "TO": "TIMEOUT", "BF": "BOOT_FAIL"}
+# fields Slurm leaves empty on step rows (`123.batch`), whatever the record holds
+STEP_BLANK = ("User", "Partition", "QOS", "Timelimit", "TimelimitRaw", "ReqMem", "ReqTRES", "WorkDir",
+              "Reason", "DerivedExitCode", "Priority", "Restarts", "Comment", "SubmitLine")
 FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY",
          "BOOT_FAIL", "DEADLINE", "REQUEUED", "REVOKED")
 
@@ -181,6 +184,8 @@ def field_value(row, name):
     """The text of field `name` (canonical) for one ACCT_ROW."""
     g = row.get
     is_step = "." in str(g("job_id") or "")
+    if is_step and name in STEP_BLANK:
+        return ""
     if name == "JobID":
         return str(g("job_id") or "")
     if name == "JobIDRaw":

@@ -311,7 +311,7 @@ def show(entity, ident, opts):
             if ident:
                 return "", "slurm_load_jobs error: Invalid job id specified\n", 1
             return "No jobs in the system\n", "", 0
-        recs = [job_lines(j, bool(opts.get("details"))) for j in jobs]
+        recs = [job_lines(j, bool(opts.get("details"))) for j in fmt.fold_array_tasks(jobs)]
         return emit(recs, oneliner, "   \n\n"), "", 0
     if e in ("node", "nodes", "partition", "partitions", "part", "config"):
         reply = fmt.daemon_call(PROG, "GET", "/v1/nodes", error_prefix="slurm_load_node")

@@ -284,6 +284,11 @@ def sort_jobs(jobs, spec):
     """Sort by a squeue `-S` spec (`"P,t,-p"`): comma separated `%` codes, `-` for
     descending, `+` ascending. Stable: ties keep the input order."""
     out = list(jobs)
+    # the tasks of an array come in task order whatever order the daemon used
+    slots = [i for i, j in enumerate(out) if j.get("array_job_id") is not None]
+    ordered = sorted((out[i] for i in slots), key=lambda j: (j["array_job_id"], j.get("array_task_id") or -1))
+    for i, j in zip(slots, ordered, strict=True):
+        out[i] = j
     for part in reversed([p.strip() for p in spec.split(",") if p.strip()]):
         desc = part.startswith("-")
         code = part.lstrip("+-")[:1]
@@ -402,6 +407,8 @@ def render(jobs, opts, now=None):
     """The full output text for already-fetched jobs and parsed options."""
     if opts.get("array"):
         jobs = expand_arrays(jobs)
+    else:
+        jobs = fmt.fold_array_tasks(jobs)
     start = opts.get("start")
     if start:
         jobs = [j for j in jobs if j.get("state") == "PENDING"]

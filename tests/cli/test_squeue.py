@@ -127,3 +127,24 @@ def test_bad_options(daemon, capsys):
     assert rc == 1 and "Invalid job format specification: NoSuchField" in err
     rc, _, err = run(["-t", "nonsense"], capsys)
     assert rc == 1 and "Invalid job state specified: nonsense" in err
+
+
+def _split_array(daemon, tasks, throttle=None):
+    """The daemon may list an array's pending tasks one by one (the last task keeps the
+    master id, as Slurm numbers them)."""
+    base = next(j for j in daemon.jobs if j["id"] == 94)
+    daemon.jobs = []
+    for k, t in enumerate(tasks):
+        jid = 94 if t == tasks[-1] else 94 + k + 1
+        daemon.jobs.append(dict(base, id=jid, array_task_id=t, array_task_str=None, display_id=f"94_{t}",
+                                array_max_running=throttle))
+
+
+def test_pending_tasks_fold_into_one_row(daemon):
+    _split_array(daemon, [0, 1, 2, 4, 8, 9], throttle=2)
+    assert render(daemon, ["-h", "-o", "%i %A %K"]) == "94_[0-2,4,8-9%2] 94 0-2,4,8-9%2\n"
+    assert render(daemon, ["-h", "-r", "-o", "%i"]).split() == ["94_0", "94_1", "94_2", "94_4", "94_8", "94_9"]
+    daemon.jobs[2]["state"] = "RUNNING"
+    assert render(daemon, ["-h", "-o", "%i %t"]).splitlines() == ["94_[0-1,4,8-9%2] PD", "94_2 R"]
+    _split_array(daemon, [5])
+    assert render(daemon, ["-h", "-o", "%i"]) == "94_[5]\n"
