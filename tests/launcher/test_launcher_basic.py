@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import psutil
@@ -134,3 +135,23 @@ def test_job_directory_layout_and_modes(jobs):
     assert os.stat(info.jobdir).st_mode & 0o022 == 0  # nobody but the daemon writes here
     assert os.stat(Path(info.jobdir) / "slurm_script").st_mode & 0o777 == 0o700
     assert os.stat(Path(info.jobdir) / "request.json").st_mode & 0o777 == 0o600
+
+
+def test_job_gets_default_signal_dispositions(jobs):
+    # The supervisor ignores SIGPIPE/SIGINT/SIGTERM for itself; the job must not inherit that.
+    status, out = jobs.run("#!/bin/bash\nyes | head -n 1\ntrap -p\ngrep -E '^Sig(Ign|Blk)' /proc/self/status\n")
+    assert status.final_state == "COMPLETED"
+    assert "Broken pipe" not in out
+    lines = out.splitlines()
+    assert lines[0] == "y"
+    assert "SigBlk:\t0000000000000000" in lines
+    ignored = int(next(line for line in lines if line.startswith("SigIgn:")).split()[1], 16)
+    for sig in (signal.SIGPIPE, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):
+        assert not ignored & (1 << (sig - 1)), sig
+
+
+@pytest.mark.parametrize(("env_umask", "want"), [(None, "0022"), ("0077", "0077")])
+def test_umask_from_slurm_umask(jobs, env_umask, want):
+    env = {"PATH": "/usr/bin:/bin"} | ({"SLURM_UMASK": env_umask} if env_umask else {})
+    _, out = jobs.run("#!/bin/bash\numask\n", env=env)
+    assert out == f"{want}\n"
