@@ -28,12 +28,18 @@ GET  /v1/jobs?QUERY                -> {"jobs": [JOB_VIEW]} ; QUERY keys (all opt
                                    partitions, states, names, qos; `all=1` also returns finished
                                    jobs still in memory (squeue shows only PENDING/RUNNING/...).
 POST /v1/jobs/signal               body {"ids": [str], "filters": {users, accounts, names, states,
-                                   partitions}, "signal": int | None, "batch_only": bool}
+                                   partitions, qos, nodes}, "signal": int | None, "batch_only": bool}
+                                   (filters narrow the given ids, or select jobs when ids is empty;
+                                   "qos": QOS names, "nodes": host names a job must run on)
                                    signal None = cancel. -> {"done": [str], "errors": [{"id", "message"}]}
 POST /v1/jobs/hold | /v1/jobs/release | /v1/jobs/requeue
                                    body {"ids": [str]} -> {"done": [...], "errors": [...]}
+                                   requeue body "hold": true = `scontrol requeuehold` (requeued held,
+                                   reason "job requeued in held state"); hold body "user": true =
+                                   `scontrol uhold` (JobHeldUser even for an admin)
 POST /v1/jobs/update               body {"ids": [str], "changes": {"time_limit_s", "nice",
-                                   "account", "name", "comment", "partition", "qos"}}
+                                   "account", "name", "comment", "partition", "qos", "begin_time"}}
+                                   ("begin_time": unix seconds, `scontrol update StartTime=`)
 GET  /v1/accounting?QUERY          -> {"records": [ACCT_ROW]}; QUERY: ids, users, accounts, states,
                                    start, end (unix), all_users=1, duplicates=1
 GET  /v1/nodes                     -> {"nodes": [NODE_VIEW], "partitions": [PARTITION_VIEW]}
@@ -87,6 +93,19 @@ gres: {node: [gpu indices]} ; gpus_str: "gpu:h200:2(IDX:0-1)"
 workdir, stdout, stderr, command: str; dependency: str | None; requeue: bool; restarts: int
 exit_code: str ("0:0"); derived_exit_code: str; comment: str | None; batch_host: str | None
 start_estimate: float | None (squeue --start)
+Optional keys the commands print when present (fallbacks in brackets):
+mem_per_cpu_mb / mem_per_node_mb: int | None   the memory request as given or defaulted, one of
+  them set (squeue %m, scontrol MinMemoryCPU=/MinMemoryNode=) [mem_mb as MinMemoryNode]
+tres_per_node, tres_per_job: str | None   Slurm's "gres:gpu:h200:2" for --gres / --gpus (squeue
+  %b and -O tres-per-node/-job, scontrol TresPerNode=/TresPerJob=) [N/A]
+mem_per_tres: str | None  "gres:gpu:8192" for --mem-per-gpu (scontrol MemPerTres=)
+array_max_running: int | None   the array's %N throttle (squeue 123_[0-9%2])
+min_cpus, cpus_per_task: int   scontrol MinCPUsNode= / CPUs/Task= [cpus / nodes, cpus / ntasks]
+cpu_ids: {node: "3-6"}    scontrol -d CPU_IDs=
+accrue_time, last_sched_eval, preempt_time: float | None   scontrol AccrueTime=, LastSchedEval=,
+  PreemptTime= [eligible_time once evaluated, submit_time, None]
+alloc_node: str, alloc_sid: int   scontrol AllocNode:Sid= (submit host and sbatch's session id)
+constraint: str | None (scontrol Features=); stdin: str (scontrol StdIn=) [/dev/null]
 Array jobs: every task is its own JOB_VIEW (id = its own job id, array_job_id = the master id,
 array_task_id = the index; the last task keeps the master id, the others take the ids after it).
 The daemon never collapses them: squeue collapses PENDING tasks of one array that share a reason
@@ -98,15 +117,25 @@ job_id: str ("123", "123.batch", "123_4"), job_id_raw: str, name, user, uid, gro
 qos, state, exit_code ("0:0"), derived_exit_code, submit, eligible, start, end: float | None,
 elapsed_s: int, time_limit_s, alloc_tres, req_tres: str, node_list, nnodes, ncpus, ntasks,
 restarts, workdir, comment, reason, priority, alloc_cpus, req_mem, billing: int
+state may read "CANCELLED by <uid>" (or give the uid in the optional cancelled_by: int | None);
+req_mem is MiB (printed as 1G / 1500M). Step rows may repeat the job's fields: sacct blanks
+User, Partition, QOS, Timelimit, ReqMem, ReqTRES, WorkDir, Reason on them as Slurm does.
+Optional: gid, req_cpus, submit_line, flags, cluster.
 
 NODE_VIEW (sinfo, scontrol show node)
 -------------------------------------
 name, state ("IDLE", "MIXED", "ALLOCATED", "DRAINED", "DOWN", ...), reason, cpus, cpus_alloc,
 memory_mb, memory_alloc_mb, gres ("gpu:h200:4"), gres_used ("gpu:h200:2(IDX:0-1)"),
 partitions: [str], features: [str]
+Optional (sinfo -N -l / -O, scontrol show node): sockets, cores_per_socket, threads_per_core: int
+[1, cpus, 1]; free_mem_mb: int; cpu_load: float; os, arch, version: str; boot_time, start_time,
+last_busy_time: float; cfg_tres, alloc_tres: str (Slurm's CfgTRES=/AllocTRES= strings);
+reason_user: str, reason_time: float (sinfo -R USER/TIMESTAMP); tmp_disk_mb, weight: int
 
 PARTITION_VIEW: name, default: bool, nodes: [str], max_time_s: int (-1 UNLIMITED),
 default_time_s: int | None, state ("UP"), priority_job_factor: int
+Optional (scontrol show partition): preempt_mode ("REQUEUE"), grace_time_s, priority_tier: int,
+tres (its TRES= string), billing_weights (its TRESBillingWeights= string)
 """
 
 PROTOCOL_VERSION = 1

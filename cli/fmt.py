@@ -279,27 +279,29 @@ def compress_ranges(nums):
 
 def fold_array_tasks(jobs):
     """Slurm shows the still-pending tasks of a job array as one row: fold JOB_VIEWs with
-    the same `array_job_id` that are PENDING into one row at the place of the first,
+    the same `array_job_id` that are PENDING for the same reason into one row at the place of the first,
     with `display_id` `123_[0-3,7%2]` (`%N` from `array_max_running`), `array_task_str`
     `[0-3,7%2]`, `array_task_id` None and `id` = the array job id. One lone pending task
     prints as `123_[4]`, as Slurm does. Other rows are returned unchanged, in order."""
+    def key(j):
+        return (j.get("array_job_id"), j.get("reason"))
     tasks = {}
     for j in jobs:
         if j.get("state") == "PENDING" and j.get("array_job_id") is not None and j.get("array_task_id") is not None:
-            tasks.setdefault(j["array_job_id"], []).append(j)
+            tasks.setdefault(key(j), []).append(j)
     if not tasks:
         return list(jobs)
     out = []
     done = set()
     for j in jobs:
         aj = j.get("array_job_id")
-        if aj not in tasks or j.get("state") != "PENDING" or j.get("array_task_id") is None:
+        if key(j) not in tasks or j.get("state") != "PENDING" or j.get("array_task_id") is None:
             out.append(j)
             continue
-        if aj in done:
+        if key(j) in done:
             continue
-        done.add(aj)
-        group = tasks[aj]
+        done.add(key(j))
+        group = tasks[key(j)]
         ids = [t["array_task_id"] for t in group]
         throttle = next((t.get("array_max_running") for t in group if t.get("array_max_running")), None)
         text = compress_ranges(ids) + (f"%{throttle}" if throttle else "")
