@@ -1,0 +1,18 @@
+"""The pure scheduler: `decide(snapshot, policy) -> Decisions` (DESIGN.md section 5).
+
+No I/O, no clock, no logging: time comes in as `snapshot.now`. Use:
+
+    snap = load_snapshot(json.load(f))      # ValueError naming the bad key
+    dec = decide(snap, {"passes": ["allocate"]})
+    print(json.dumps(dec.to_dict()))
+
+Modules: snapshot (input format and validation), fairshare (KAI division), state (the cycle's
+working state and statement), placement (gangs on nodes), ordering (queue and victim order),
+allocate (allocate pass, reasons), backfill (EASY reservations), evict (reclaim, preempt),
+decide (the cycle and the output).
+"""
+
+from .decide import PASSES, Decisions, decide
+from .snapshot import Snapshot, load_snapshot
+
+__all__ = ["PASSES", "Decisions", "Snapshot", "decide", "load_snapshot"]

@@ -1,0 +1,225 @@
+"""The allocate pass (and backfill), and the placement attempt shared with reclaim/preempt.
+
+Allocate pops pending jobs in queue order (ordering.py) and starts each one whose whole gang
+fits now, within every limit, as KAI's allocate does: a job that does not fit does not stop
+lower ones. With backfill on (the `backfill` pass runs and policy `backfill` is not false),
+a job blocked for resources gets a reservation and lower jobs may start only if they do not
+delay it (backfill.py).
+
+An untyped GPU request (`gres/gpu`) is served by whole GPUs of one type the account may use
+(not by MIG instances); types are tried by the account's remaining typed quota, then node order.
+
+Pending reasons (Slurm's codes): `Resources` (the first job waiting for a pool of resources),
+`Priority` (a higher job waits for the same pool, or holds a reservation on it),
+`AssocGrpGRES` / `AssocGrpCpuLimit` / `AssocGrpMemLimit` (an account limit on the job's account
+or an ancestor; also a non-preemptible job beyond its account's quota), `QOSMaxGRESPerUser`,
+`ReqNodeNotAvail` (fits only on nodes that are down or drained), `BadConstraints` (fits nowhere).
+A job no easier than one that already failed in its account in this pass gets that job's
+outcome without a new search (KAI's scheduling signatures).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .backfill import Backfill
+from .ordering import PendingPicker
+from .placement import NodeRT, Take, choose, per_task_vector, take
+from .state import GPU, TYPED, JobRT, Session
+
+OK, LIMIT, CAPACITY = "ok", "limit", "capacity"
+
+
+def limit_reason(key: str) -> str:
+    if key == "qos":
+        return "QOSMaxGRESPerUser"
+    key = key.removeprefix("np:")
+    if key == "cpu":
+        return "AssocGrpCpuLimit"
+    if key == "mem":
+        return "AssocGrpMemLimit"
+    return "AssocGrpGRES"
+
+
+def gpu_options(s: Session, j: JobRT) -> list[list[tuple[str, int]]]:
+    """The per-task GPU needs to try, as [(type, count)] lists; [] when none is possible."""
+    if not j.untyped:
+        return [list(j.typed)]
+    q = j.queue
+    types = [t for t in s.whole_types if s.may_use_type(q, t)]
+
+    def room(t: str) -> float:
+        key = TYPED + t
+        d = q.deserved.get(key)
+        if d is None or d < 0:
+            return 0.0
+        return d - q.alloc[key]
+
+    types.sort(key=lambda t: (-room(t), s.whole_types.index(t)))
+    out = []
+    for t in types:
+        needs: dict[str, int] = {t: j.untyped}
+        for tt, c in j.typed:
+            needs[tt] = needs.get(tt, 0) + c
+        out.append(sorted(needs.items()))
+    return out
+
+
+def try_place(s: Session, j: JobRT, allow_rel: bool, bf: Backfill | None = None
+              ) -> tuple[str, Any, dict[NodeRT, dict[str, float]] | None]:
+    """Try to place the whole gang now. Returns (OK, takes, usage) with the devices already
+    taken (the caller starts the job or gives them back), (LIMIT, key, None) or (CAPACITY, None,
+    None). Does not change account accounting."""
+    key = s.over_limit(j, j.R)
+    if key is not None:
+        return LIMIT, key, None
+    options = gpu_options(s, j)
+    if not options:
+        return LIMIT, GPU, None
+    if j.gpus_total:
+        free = 0
+        for n in s.nodes:
+            if n.usable:
+                for lst in n.free.values():
+                    free += len(lst)
+                if allow_rel:
+                    for lst in n.rel.values():
+                        free += len(lst)
+        if free < j.gpus_total:
+            return CAPACITY, None, None
+    placement = s.policy.get("placement", "pack")
+    base_caps = [(n, n.caps(allow_rel)) for n in s.nodes if n.usable]
+    end = bf.end_of(j) if bf is not None else 0.0
+    caps = bf.constrain(base_caps, end) if bf is not None else base_caps
+    outcome: tuple[str, Any, Any] = (CAPACITY, None, None)
+    for needs in options:
+        vec = per_task_vector(needs, j.cpu, j.mem, j.shard)
+        plan = choose(caps, vec, j.tasks, j.nodes, j.tpn, placement)
+        if plan is None:
+            continue
+        extra: dict[str, float] = {}
+        gpu = 0.0
+        for t, c in needs:
+            gpu += c * s.type_share.get(t, 1.0)
+            if TYPED + t in s.res:
+                extra[TYPED + t] = extra.get(TYPED + t, 0.0) + c * j.tasks
+        if j.untyped:
+            k2 = s.over_limit(j, extra)
+            if k2 is not None:
+                outcome = (LIMIT, k2, None)
+                continue
+        full = dict(j.R)
+        full.update(extra)
+        full[GPU] = gpu * j.tasks
+        if s.lending_blocked(j, full):
+            continue
+        takes = [take(node, k, needs, j.cpu, j.mem, j.shard, allow_rel) for node, k in plan]
+        usage = {node: {kk: v * k for kk, v in vec.items()} for node, k in plan}
+        return OK, takes, usage
+    return outcome
+
+
+def after_of(takes: list[Take]) -> list:
+    """Ids of the preempted jobs whose releasing resources these takes use."""
+    owners: list[JobRT] = []
+    for tk in takes:
+        for _, o in tk.rel_slots:
+            if o not in owners:
+                owners.append(o)
+        for o in tk.rel_jobs:
+            if o not in owners:
+                owners.append(o)
+    return [o.id for o in owners]
+
+
+def _pools_overlap(a: frozenset, b: set) -> bool:
+    if a & b:
+        return True
+    gpu_a = bool(a - {"cpu"})
+    gpu_b = bool(b - {"cpu"})
+    return ("*" in a and gpu_b) or ("*" in b and gpu_a)
+
+
+class Failures:
+    """Per-account signatures of jobs that failed in a pass, for pruning and reasons."""
+
+    def __init__(self) -> None:
+        self.by_queue: dict[Any, list[tuple[tuple, tuple, str]]] = {}
+
+    def dominated(self, j: JobRT) -> str | None:
+        for shape, amounts, reason in self.by_queue.get(j.queue, ()):
+            if shape == j.shape and all(x >= y for x, y in zip(_flat(j.amounts), _flat(amounts), strict=True)):
+                return reason
+        return None
+
+    def add(self, j: JobRT, reason: str) -> None:
+        lst = self.by_queue.setdefault(j.queue, [])
+        if len(lst) < 8:
+            lst.append((j.shape, j.amounts, reason))
+
+
+def _flat(amounts: tuple) -> tuple:
+    return (amounts[0], *amounts[1], amounts[2])
+
+
+def never_fits(s: Session, j: JobRT, cache: dict) -> str | None:
+    """`BadConstraints` when the job fits on no set of nodes even empty, `ReqNodeNotAvail`
+    when it fits only counting nodes that are down or drained, else None."""
+    ck = (j.queue.name, j.shape, j.amounts)
+    if ck in cache:
+        return cache[ck]
+
+    def fits(nodes: list[NodeRT]) -> bool:
+        caps = []
+        for n in nodes:
+            c: dict[str, float] = {"cpu": float(n.spec.cpus), "mem": float(n.spec.memory_mb),
+                                   "shard": float(n.spec.shards)}
+            for sl in n.spec.slots:
+                c["gpu:" + sl.type] = c.get("gpu:" + sl.type, 0.0) + 1
+            caps.append((n, c))
+        return any(choose(caps, per_task_vector(nd, j.cpu, j.mem, j.shard), j.tasks, j.nodes, j.tpn, "pack")
+                   is not None for nd in gpu_options(s, j))
+
+    out = None
+    if not fits([n for n in s.nodes if n.usable]):
+        out = "ReqNodeNotAvail" if fits(s.nodes) else "BadConstraints"
+    cache[ck] = out
+    return out
+
+
+def allocate_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], bf: Backfill | None) -> None:
+    """Start what fits, in queue order; set a reason for every job left pending."""
+    failures = Failures()
+    waiting_pools: set = set()
+    nf_cache: dict = {}
+
+    def skip(j: JobRT) -> bool:
+        r = failures.dominated(j)
+        if r is None:
+            return False
+        reasons[j.id] = "Priority" if r in ("Resources", "Priority") else r
+        return True
+
+    picker = PendingPicker(s, jobs, skip)
+    while True:
+        j = picker.pop()
+        if j is None:
+            break
+        status, val, usage = try_place(s, j, False, bf)
+        if status == OK:
+            s.start(j, val, [])
+            reasons.pop(j.id, None)
+            if bf is not None and usage is not None:
+                bf.consume(usage, bf.end_of(j))
+            continue
+        if status == LIMIT:
+            reason = limit_reason(val)
+        else:
+            reason = never_fits(s, j, nf_cache) or ""
+            if not reason:
+                reason = "Priority" if _pools_overlap(j.pools, waiting_pools) else "Resources"
+                waiting_pools |= j.pools
+                if bf is not None:
+                    bf.reserve(j, gpu_options(s, j))
+        reasons[j.id] = reason
+        failures.add(j, reason)

@@ -1,0 +1,152 @@
+"""EASY backfill: reservations for blocked jobs, from the time limits of running jobs.
+
+When a job cannot start for lack of resources, it gets a *reservation*: the earliest time T at
+which it fits once running jobs end (`start_time + time_limit_s`; a job without a time limit
+never ends) and earlier reservations hold theirs (from their T on). A lower job may then start
+now only if it does not delay any reservation: for every reservation with T before the lower
+job's own end (now + its time limit, or never), the lower job must fit in what that reservation
+leaves spare on each node. T is the job's planned start (`Decisions.planned_start`).
+At most `backfill_max_reservations` (policy, default 50) jobs get a reservation per cycle.
+
+Capacities are count vectors per node (`gpu:TYPE`, `cpu`, `mem`, `shard`); see placement.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .placement import NodeRT, choose, per_task_vector
+from .state import JobRT, Session
+
+INF = float("inf")
+
+
+def _sub(a: dict[str, float], b: dict[str, float]) -> None:
+    for k, v in b.items():
+        a[k] = a.get(k, 0.0) - v
+
+
+def _add(a: dict[str, float], b: dict[str, float]) -> None:
+    for k, v in b.items():
+        a[k] = a.get(k, 0.0) + v
+
+
+def _scale(vec: dict[str, float], n: int) -> dict[str, float]:
+    return {k: v * n for k, v in vec.items()}
+
+
+class Reservation:
+    __slots__ = ("job", "t", "used", "spare")
+
+    def __init__(self, job: JobRT, t: float, used: dict[NodeRT, dict[str, float]],
+                 spare: dict[NodeRT, dict[str, float]]):
+        self.job = job
+        self.t = t
+        self.used = used
+        self.spare = spare
+
+
+class Backfill:
+    """The reservations of one allocate pass."""
+
+    def __init__(self, s: Session, max_reservations: int):
+        self.s = s
+        self.max = max_reservations
+        self.res: list[Reservation] = []
+        self.planned: dict[Any, float] = {}
+
+    def end_of(self, j: JobRT) -> float:
+        tl = j.time_limit
+        return INF if tl is None or tl <= 0 else self.s.now + tl
+
+    def constrain(self, caps: list[tuple[NodeRT, dict[str, float]]], end: float) -> list:
+        """Cap each node's capacity by the spare room of the reservations a job ending at
+        `end` would overlap."""
+        active = [r for r in self.res if r.t < end]
+        if not active:
+            return caps
+        out = []
+        for node, cap in caps:
+            c = dict(cap)
+            for r in active:
+                sp = r.spare.get(node)
+                if sp is None:
+                    continue
+                for k, v in sp.items():
+                    if c.get(k, 0.0) > v:
+                        c[k] = v
+            out.append((node, c))
+        return out
+
+    def consume(self, usage: dict[NodeRT, dict[str, float]], end: float) -> None:
+        for r in self.res:
+            if r.t < end:
+                for node, vec in usage.items():
+                    if node in r.spare:
+                        _sub(r.spare[node], vec)
+
+    def reserve(self, j: JobRT, options: list[list[tuple[str, int]]]) -> None:
+        """Find the job's planned start and hold the resources it will need then."""
+        if len(self.res) >= self.max or not options:
+            return
+        s = self.s
+        nodes = [n for n in s.nodes if n.usable]
+        avail = {n: n.caps(False) for n in nodes}
+        events: list[tuple[float, NodeRT, dict[str, float]]] = []
+        for other in s.jobs:
+            if other.takes is None or other.evicted or other.end_time is None:
+                continue
+            if not (other.running or other.started):
+                continue
+            for tk in other.takes:
+                if tk.node in avail:
+                    vec = {"cpu": tk.cpu + tk.cpu_rel, "mem": tk.mem + tk.mem_rel, "shard": tk.shard + tk.shard_rel}
+                    for sl in tk.slots():
+                        vec["gpu:" + sl.type] = vec.get("gpu:" + sl.type, 0.0) + 1
+                    events.append((other.end_time, tk.node, vec))
+        events.sort(key=lambda e: e[0])
+        resv = sorted(self.res, key=lambda r: r.t)
+        times = sorted({s.now} | {e[0] for e in events} | {r.t for r in resv})
+        ei = 0
+        ri = 0
+        vecs = [per_task_vector(nd, j.cpu, j.mem, j.shard) for nd in options]
+        need_gpus = j.gpus_total
+        for t in times:
+            while ei < len(events) and events[ei][0] <= t:
+                _add(avail[events[ei][1]], events[ei][2])
+                ei += 1
+            while ri < len(resv) and resv[ri].t <= t:
+                for node, u in resv[ri].used.items():
+                    _sub(avail[node], u)
+                ri += 1
+            if need_gpus and sum(v for c in avail.values() for k, v in c.items() if k.startswith("gpu:")) < need_gpus:
+                continue
+            later = [r for r in resv if r.t > t]
+            caps = []
+            for n in nodes:
+                c = dict(avail[n])
+                for r in later:
+                    sp = r.spare.get(n)
+                    if sp:
+                        for k, v in sp.items():
+                            if c.get(k, 0.0) > v:
+                                c[k] = v
+                caps.append((n, c))
+            for vec in vecs:
+                plan = choose(caps, vec, j.tasks, j.nodes, j.tpn, s.policy.get("placement", "pack"))
+                if plan is None:
+                    continue
+                used = {node: _scale(vec, k) for node, k in plan}
+                spare = {}
+                for n in nodes:
+                    sp = dict(avail[n])
+                    if n in used:
+                        _sub(sp, used[n])
+                    spare[n] = sp
+                for r in later:
+                    for node, u in used.items():
+                        if node in r.spare:
+                            _sub(r.spare[node], u)
+                self.res.append(Reservation(j, t, used, spare))
+                self.planned[j.id] = t
+                return

@@ -1,0 +1,315 @@
+"""Reclaim (across accounts) and preempt (inside one account): KAI's victim solver.
+
+For a pending job J (popped in queue order), victims are added one at a time in victim order
+(ordering.VictimPicker); after each addition the *scenario* (all victims so far) is tried on a
+checkpoint of the session:
+
+1. evict the victims (their resources become releasing);
+2. re-allocate J and the victims in the normal allocation order: a victim that allocation
+   prefers to J takes its place back first (it is not evicted); then J must fit on idle plus
+   releasing resources, else the scenario fails; a victim whose devices J did not take stays
+   where it was (not evicted); one that fits elsewhere on idle resources is *relocated*
+   (preempted and started again at once); the others stay preempted;
+3. reclaim only: the victims must pass KAI's strategies, checked before each victim is
+   subtracted (MaintainFairShare: the victim's account is above its allocatable share in some
+   resource; or GuaranteeDeservedQuota: J's account stays within quota with J and the victim's
+   account is above quota in some resource; with `quota_reclaim_by_priority`, also a strictly
+   higher-priority account within its quota), then the sibling saturation guard.
+
+The first valid scenario is committed; J starts `after` the victims whose resources it uses.
+
+Who may reclaim: J's account must stay within its fair share with J in every resource, and a
+non-preemptible J within its quota. Victims: preemptible running jobs of other accounts that
+pass the coarse per-account filter (on the pair of accounts where the two paths diverge).
+Preempt: victims are preemptible running jobs of J's own account with strictly lower QOS
+priority; a non-preemptible J must fit in its account's quota.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .allocate import OK, Failures, after_of, try_place
+from .fairshare import UNLIMITED, Queue
+from .ordering import PendingPicker, QueueOrder, VictimPicker, _cmpq
+from .state import EPS, JobRT, Session
+
+
+def _le_all(a: dict[str, float], b: dict[str, float], res: list[str]) -> bool:
+    return all(_cmpq(a.get(r, 0.0), b[r]) <= 0 for r in res)
+
+
+def leveled(qa: Queue, qb: Queue) -> tuple[Queue, Queue]:
+    pa, pb = qa.path, qb.path
+    a, b = pa[0], pb[0]
+    for i in range(min(len(pa), len(pb))):
+        a, b = pa[i], pb[i]
+        if a is not b:
+            break
+    return a, b
+
+
+def _plus(q_alloc: dict[str, float], R: dict[str, float]) -> dict[str, float]:
+    out = dict(q_alloc)
+    for r, v in R.items():
+        out[r] = out.get(r, 0.0) + v
+    return out
+
+
+def _allocatable(q: Queue, res: list[str]) -> dict[str, float]:
+    return {r: q.allocatable(r) for r in res}
+
+
+def can_reclaim(s: Session, j: JobRT) -> bool:
+    q = j.queue
+    for r in s.res:
+        if q.alloc[r] + j.R.get(r, 0.0) > q.fs[r] + EPS:
+            return False
+    if not j.preemptible:
+        for r in s.res:
+            d = q.deserved[r]
+            if d != UNLIMITED and q.alloc_np[r] + j.R.get(r, 0.0) > d + EPS:
+                return False
+    return True
+
+
+def victim_filter(s: Session, j: JobRT, vq_leaf: Queue) -> bool:
+    rq, vq = leveled(j.queue, vq_leaf)
+    if not _le_all(_plus(rq.alloc, j.R), rq.deserved, s.res):
+        return not _le_all(vq.alloc, _allocatable(vq, s.res), s.res)
+    if s.policy.get("quota_reclaim_by_priority") and rq.priority > vq.priority:
+        return True
+    under = False
+    for r in s.res:
+        if j.R.get(r, 0.0) <= 0:
+            continue
+        d = vq.deserved[r]
+        if d == UNLIMITED:
+            continue
+        if vq.alloc[r] > d:
+            return True
+        if vq.alloc[r] < d:
+            under = True
+    return not under
+
+
+class Reclaimable:
+    """KAI's scenario validation for reclaim, on the account state before the scenario."""
+
+    def __init__(self, s: Session, j: JobRT):
+        self.s = s
+        self.j = j
+        self.a0 = {q: dict(q.alloc) for q in s.queues.values()}
+        self.np0 = {q: dict(q.alloc_np) for q in s.queues.values()}
+        self.mult = max(1.0, float(s.policy.get("reclaimer_saturation_multiplier", 1.0)))
+
+    def _fits_strategy(self, rq: Queue, vq: Queue, rem: dict[str, float]) -> bool:
+        res = self.s.res
+        if not _le_all(rem, _allocatable(vq, res), res):
+            return True
+        in_quota = _le_all(_plus(self.a0[rq], self.j.R), rq.deserved, res)
+        if in_quota and not _le_all(rem, vq.deserved, res):
+            return True
+        return bool(in_quota and self.s.policy.get("quota_reclaim_by_priority") and rq.priority > vq.priority)
+
+    def valid(self, victims: list[JobRT]) -> bool:
+        res = self.s.res
+        j = self.j
+        remaining: dict[Queue, dict[str, float]] = {}
+        involved: dict[Queue, set[str]] = {}
+        groups: dict[Queue, list[JobRT]] = {}
+        for v in victims:
+            groups.setdefault(v.queue, []).append(v)
+        for vleaf, group in groups.items():
+            rq, vq = leveled(j.queue, vleaf)
+            inv = {r for v in group for r, x in v.charge.items() if x > 0 and r in res}
+            involved[vleaf] = set(inv)
+            if vq not in remaining:
+                remaining[vq] = dict(self.a0[vq])
+            for v in group:
+                if not self._fits_strategy(rq, vq, remaining[vq]):
+                    return False
+                for q in vleaf.path:
+                    rem = remaining.setdefault(q, dict(self.a0[q]))
+                    for r, x in v.charge.items():
+                        rem[r] = rem.get(r, 0.0) - x
+                    involved.setdefault(q, set()).update(inv)
+        mine = {r for r, x in j.R.items() if x > 0}
+        for rq in reversed(j.queue.path):
+            A = _plus(remaining.get(rq, self.a0[rq]), j.R)
+            for sib, srem in remaining.items():
+                if sib is rq or sib.parent is not rq.parent:
+                    continue
+                for r in involved.get(sib, set()) | mine:
+                    ratio_r = _saturation(A.get(r, 0.0), rq.fs[r])
+                    ratio_s = _saturation(srem.get(r, 0.0), sib.fs[r])
+                    if ratio_r > 1 and sib.fs[r] > 0 and ratio_r * self.mult >= ratio_s:
+                        return False
+            if not j.preemptible and not _le_all(_plus(self.np0[rq], j.R), rq.deserved, res):
+                return False
+        return True
+
+
+def _saturation(alloc: float, fs: float) -> float:
+    if fs == 0:
+        return float("inf") if alloc > 0 else 0.0
+    return alloc / fs
+
+
+def _gpu_slots(s: Session, jobs: list[JobRT], allow_rel: bool) -> int:
+    n = 0
+    for node in s.nodes:
+        if node.usable:
+            n += sum(len(lst) for lst in node.free.values())
+            if allow_rel:
+                n += sum(len(lst) for lst in node.rel.values())
+    return n
+
+
+def _victim_gpus(v: JobRT) -> int:
+    return sum(len(tk.idle_slots) + len(tk.rel_slots) for tk in (v.takes or []) if tk.node.usable)
+
+
+def _back_in_place(v: JobRT) -> bool:
+    """True when nothing of the victim's resources was taken (it can simply stay)."""
+    for tk in v.takes or []:
+        node = tk.node
+        for sl in tk.slots():
+            if node.rel_owner.get(sl.key) is not v:
+                return False
+        if node.cpu_rel + EPS < tk.cpu + tk.cpu_rel or node.mem_rel + EPS < tk.mem + tk.mem_rel:
+            return False
+    return True
+
+
+class Solver:
+    def __init__(self, s: Session, mode: str):
+        self.s = s
+        self.mode = mode
+        self.order = QueueOrder(s)
+
+    def _before(self, a: JobRT, b: JobRT) -> bool:
+        qa, qb = leveled(a.queue, b.queue)
+        if qa is qb:
+            return a.sort_key < b.sort_key
+        return self.order.before(qa, self.order.key(qa, a.R), qb, self.order.key(qb, b.R))
+
+    def _first(self, cands: list[JobRT]) -> JobRT:
+        best = cands[0]
+        for c in cands[1:]:
+            if self._before(c, best):
+                best = c
+        return best
+
+    def solve(self, j: JobRT, candidates: list[JobRT]) -> bool:
+        s = self.s
+        if not candidates:
+            return False
+        check = Reclaimable(s, j) if self.mode == "reclaim" else None
+        vp = VictimPicker(s, candidates)
+        acc: list[JobRT] = []
+        base = _gpu_slots(s, [], True)
+        extra = 0
+        while True:
+            v = vp.next()
+            if v is None:
+                return False
+            acc.append(v)
+            extra += _victim_gpus(v)
+            if j.gpus_total and base + extra < j.gpus_total:
+                continue
+            if self._scenario(j, acc, check):
+                return True
+
+    def _scenario(self, j: JobRT, acc: list[JobRT], check: Reclaimable | None) -> bool:
+        s = self.s
+        cp = s.checkpoint()
+        for v in acc:
+            s.evict(v, self.mode, j)
+        # victims allocation prefers to J take their place back first
+        first = [v for v in acc if self._before(v, j)]
+        if first:
+            s.rollback(cp)
+            rest = [v for v in acc if v not in first]
+            if not rest:
+                return False
+            for v in rest:
+                s.evict(v, self.mode, j)
+        else:
+            rest = list(acc)
+        status, takes, _ = try_place(s, j, True)
+        if status != OK:
+            s.rollback(cp)
+            return False
+        unneeded = [v for v in rest if _back_in_place(v)]
+        if unneeded:
+            from .placement import give_back
+            for tk in reversed(takes):
+                give_back(tk)
+            s.rollback(cp)
+            rest = [v for v in rest if v not in unneeded]
+            if not rest:
+                return False
+            for v in rest:
+                s.evict(v, self.mode, j)
+            status, takes, _ = try_place(s, j, True)
+            if status != OK:
+                s.rollback(cp)
+                return False
+        s.start(j, takes, after_of(takes))
+        relocated = []
+        pending = list(rest)
+        while pending:
+            v = self._first(pending)
+            pending.remove(v)
+            st, tk2, _ = try_place(s, v, False)
+            if st == OK:
+                s.start(v, tk2, [])
+                relocated.append(v)
+        final = [v for v in rest if v not in relocated]
+        if check is not None and not check.valid(final):
+            s.rollback(cp)
+            return False
+        return True
+
+
+def _running_victims(s: Session) -> list[JobRT]:
+    return [v for v in s.running if v.preemptible and not v.evicted and not v.started and v.takes]
+
+
+def reclaim_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str]) -> None:
+    failures = Failures()
+    solver = Solver(s, "reclaim")
+    picker = PendingPicker(s, [j for j in jobs if not j.started])
+    base = _running_victims(s)
+    while True:
+        j = picker.pop()
+        if j is None:
+            break
+        if not can_reclaim(s, j) or failures.dominated(j) is not None:
+            continue
+        cands = [v for v in base if not v.evicted and v.queue is not j.queue and victim_filter(s, j, v.queue)]
+        if solver.solve(j, cands):
+            reasons.pop(j.id, None)
+            picker.invalidate_all()
+        else:
+            failures.add(j, "x")
+
+
+def preempt_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str]) -> None:
+    failures = Failures()
+    solver = Solver(s, "preempt")
+    picker = PendingPicker(s, [j for j in jobs if not j.started])
+    base = _running_victims(s)
+    while True:
+        j = picker.pop()
+        if j is None:
+            break
+        if failures.dominated(j) is not None:
+            continue
+        cands = [v for v in base if not v.evicted and v.queue is j.queue and v.prio < j.prio]
+        if solver.solve(j, cands):
+            reasons.pop(j.id, None)
+            picker.invalidate_all()
+        else:
+            failures.add(j, "x")

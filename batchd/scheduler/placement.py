@@ -1,0 +1,244 @@
+"""Where a gang fits: per-node capacity in tasks, node choice, and concrete devices.
+
+A job is `tasks` identical tasks; each task needs, on one node, `cpu` CPUs, `mem` MiB,
+`shard` gres/shard units and GPUs given as `needs`: `[(gpu_type, count)]` (an untyped request
+is turned into one whole-GPU type by the caller). A gang is placed all or nothing:
+
+- `tasks_per_node` given: every node used gets that many tasks (the last one the rest);
+- `nodes` given: exactly that many nodes, each with at least one task;
+- neither: one node if one can hold the whole gang, else as few nodes as hold it.
+
+`placement` is `"pack"` (default: the fullest node that fits, best fit) or `"spread"` (the
+emptiest). Node order (snapshot order) breaks ties. Devices on a node are taken lowest index
+first, idle ones before releasing ones (those of jobs being preempted in this cycle).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+BIG = 1 << 30
+
+
+class NodeRT:
+    """A node during one cycle. `free`/`rel` map a GPU type to idle/releasing slots (in device
+    order); `cpu`/`mem`/`shard` are idle amounts, `*_rel` amounts being released."""
+
+    __slots__ = ("name", "idx", "usable", "spec", "free", "rel", "rel_owner", "cpu", "mem", "shard",
+                 "cpu_rel", "mem_rel", "shard_rel", "rel_jobs", "slots", "whole_types")
+
+    def __init__(self, spec: Any):
+        self.name: str = spec.name
+        self.idx: int = spec.index
+        self.usable: bool = spec.usable
+        self.spec = spec
+        self.slots = {s.key: s for s in spec.slots}
+        self.free: dict[str, list] = {}
+        self.rel: dict[str, list] = {}
+        self.rel_owner: dict[Any, Any] = {}
+        for s in spec.slots:
+            self.free.setdefault(s.type, []).append(s)
+        self.whole_types = {s.type for s in spec.slots if s.whole}
+        self.cpu = float(spec.cpus)
+        self.mem = float(spec.memory_mb)
+        self.shard = float(spec.shards)
+        self.cpu_rel = 0.0
+        self.mem_rel = 0.0
+        self.shard_rel = 0.0
+        self.rel_jobs: list = []
+
+    def avail_gpus(self, gtype: str, allow_rel: bool) -> int:
+        n = len(self.free.get(gtype, ()))
+        if allow_rel:
+            n += len(self.rel.get(gtype, ()))
+        return n
+
+    def caps(self, allow_rel: bool) -> dict[str, float]:
+        """Count vector of what this node can give now: `gpu:TYPE` counts, `cpu`, `mem`, `shard`."""
+        out: dict[str, float] = {}
+        for t, lst in self.free.items():
+            out["gpu:" + t] = float(len(lst))
+        if allow_rel:
+            for t, lst in self.rel.items():
+                out["gpu:" + t] = out.get("gpu:" + t, 0.0) + len(lst)
+        out["cpu"] = self.cpu + (self.cpu_rel if allow_rel else 0.0)
+        out["mem"] = self.mem + (self.mem_rel if allow_rel else 0.0)
+        out["shard"] = self.shard + (self.shard_rel if allow_rel else 0.0)
+        return out
+
+
+def per_task_vector(needs: list[tuple[str, int]], cpu: float, mem: float, shard: float) -> dict[str, float]:
+    vec: dict[str, float] = {}
+    for t, c in needs:
+        vec["gpu:" + t] = vec.get("gpu:" + t, 0.0) + c
+    if cpu:
+        vec["cpu"] = cpu
+    if mem:
+        vec["mem"] = mem
+    if shard:
+        vec["shard"] = shard
+    return vec
+
+
+def tasks_fit(cap: dict[str, float], vec: dict[str, float]) -> int:
+    """How many tasks with per-task `vec` fit into count vector `cap`."""
+    n = BIG
+    for k, v in vec.items():
+        if v > 0:
+            m = int(cap.get(k, 0.0) // v + 1e-9) if cap.get(k, 0.0) >= v else 0
+            if m < n:
+                n = m
+                if n == 0:
+                    return 0
+    return n
+
+
+def choose(caps: list[tuple[Any, dict[str, float]]], vec: dict[str, float], tasks: int, nodes: int | None,
+           tpn: int | None, placement: str) -> list[tuple[Any, int]] | None:
+    """Pick nodes and tasks per node for a gang, from `caps` = [(node, count vector)] in node
+    order. Returns [(node, ntasks)] or None when the gang does not fit."""
+    per = [(n, tasks_fit(c, vec), c) for n, c in caps]
+    per = [p for p in per if p[1] > 0]
+    if not per:
+        return None
+    gpu_keys = [k for k in vec if k.startswith("gpu:")]
+
+    def room(p: tuple[Any, int, dict[str, float]]) -> tuple[float, float]:
+        c = p[2]
+        return (sum(c.get(k, 0.0) for k in gpu_keys), c.get("cpu", 0.0))
+
+    spread = placement == "spread"
+
+    def pref(p: tuple[Any, int, dict[str, float]]) -> tuple:
+        g, c = room(p)
+        return ((-g, -c) if spread else (g, c))
+
+    if tpn is not None:
+        k = nodes if nodes is not None else -(-tasks // tpn)
+        need_each = min(tpn, tasks)
+        cand = [p for p in per if p[1] >= need_each]
+        if len(cand) < k or k * tpn < tasks:
+            return None
+        cand.sort(key=pref)
+        out = []
+        left = tasks
+        for p in cand[:k]:
+            t = min(tpn, left)
+            out.append((p[0], t))
+            left -= t
+        return out if left == 0 and all(t > 0 for _, t in out) else None
+    if nodes is not None:
+        if len(per) < nodes:
+            return None
+        cand = sorted(per, key=lambda p: (-min(p[1], tasks),) + pref(p))[:nodes]
+        if sum(min(p[1], tasks) for p in cand) < tasks:
+            return None
+        cand.sort(key=pref)
+        alloc = [1] * nodes
+        left = tasks - nodes
+        for i, p in enumerate(cand):
+            extra = min(min(p[1], tasks) - 1, left)
+            alloc[i] += extra
+            left -= extra
+        return [(p[0], alloc[i]) for i, p in enumerate(cand)]
+    single = [p for p in per if p[1] >= tasks]
+    if single:
+        best = min(single, key=pref)
+        return [(best[0], tasks)]
+    cand = sorted(per, key=lambda p: (-p[1],) + pref(p))
+    out = []
+    left = tasks
+    for p in cand:
+        t = min(p[1], left)
+        out.append((p[0], t))
+        left -= t
+        if left == 0:
+            return out
+    return None
+
+
+class Take:
+    """What one job took on one node (for the decision and for undo)."""
+
+    __slots__ = ("node", "tasks", "idle_slots", "rel_slots", "cpu", "cpu_rel", "mem", "mem_rel", "shard",
+                 "shard_rel", "rel_jobs")
+
+    def __init__(self, node: NodeRT, tasks: int):
+        self.node = node
+        self.tasks = tasks
+        self.idle_slots: list = []
+        self.rel_slots: list = []       # [(slot, owner job)]
+        self.cpu = self.cpu_rel = self.mem = self.mem_rel = self.shard = self.shard_rel = 0.0
+        self.rel_jobs: list = []        # owners whose releasing cpu/mem/shard was used
+
+    def slots(self) -> list:
+        return sorted(self.idle_slots + [s for s, _ in self.rel_slots], key=lambda s: s.order)
+
+    def as_allocation(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"tasks": self.tasks, "gpus": [s.key for s in self.slots()],
+                               "cpus": _num_out(self.cpu + self.cpu_rel),
+                               "memory_mb": _num_out(self.mem + self.mem_rel)}
+        if self.shard + self.shard_rel:
+            out["shards"] = _num_out(self.shard + self.shard_rel)
+        return out
+
+
+def _num_out(x: float) -> int | float:
+    return int(x) if x == int(x) else x
+
+
+def take(node: NodeRT, tasks: int, needs: list[tuple[str, int]], cpu: float, mem: float, shard: float,
+         allow_rel: bool) -> Take:
+    """Take the devices and amounts for `tasks` tasks on `node` (the caller checked they fit)."""
+    tk = Take(node, tasks)
+    for t, c in needs:
+        want = c * tasks
+        lst = node.free.get(t, [])
+        got = lst[:want]
+        del lst[:len(got)]
+        tk.idle_slots.extend(got)
+        want -= len(got)
+        if want > 0 and allow_rel:
+            rl = node.rel.get(t, [])
+            more = rl[:want]
+            del rl[:len(more)]
+            for s in more:
+                tk.rel_slots.append((s, node.rel_owner.pop(s.key)))
+    for attr, amount in (("cpu", cpu * tasks), ("mem", mem * tasks), ("shard", shard * tasks)):
+        if not amount:
+            continue
+        idle = getattr(node, attr)
+        use = min(idle, amount)
+        setattr(node, attr, idle - use)
+        setattr(tk, attr, use)
+        rest = amount - use
+        if rest > 1e-9 and allow_rel:
+            setattr(node, attr + "_rel", getattr(node, attr + "_rel") - rest)
+            setattr(tk, attr + "_rel", rest)
+            for j in node.rel_jobs:
+                if j not in tk.rel_jobs:
+                    tk.rel_jobs.append(j)
+    return tk
+
+
+def give_back(tk: Take) -> None:
+    """Undo `take` exactly."""
+    node = tk.node
+    for s in tk.idle_slots:
+        _insert(node.free.setdefault(s.type, []), s)
+    for s, owner in tk.rel_slots:
+        _insert(node.rel.setdefault(s.type, []), s)
+        node.rel_owner[s.key] = owner
+    node.cpu += tk.cpu
+    node.mem += tk.mem
+    node.shard += tk.shard
+    node.cpu_rel += tk.cpu_rel
+    node.mem_rel += tk.mem_rel
+    node.shard_rel += tk.shard_rel
+
+
+def _insert(lst: list, s: Any) -> None:
+    i = len(lst)
+    while i > 0 and lst[i - 1].order > s.order:
+        i -= 1
+    lst.insert(i, s)

@@ -1,0 +1,404 @@
+"""The working state of one scheduling cycle (KAI's session) and its statement log.
+
+`Session` is built from a `Snapshot` and never touches it again. Every change (start a job,
+evict a job) goes through `start`/`evict`, which update nodes, account accounting and the
+decision lists together and push an undo step: `checkpoint()` / `rollback(cp)` give KAI's
+statement semantics, so an attempt that fails leaves nothing behind.
+
+Resource keys tracked per account (`Session.res`): `gres/gpu`, `cpu`, `mem`, plus every key
+some account configures (`gres/gpu:TYPE`, `gres/shard`). A key an account does not configure
+is unlimited for it (quota and limit -1, weight 1): as in KAI, it still takes part in the
+"over fair share in every resource" test and in dominant-resource shares.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .fairshare import UNLIMITED, Queue, compute_fair_shares, normalise_usage
+from .placement import NodeRT, Take, _insert, give_back
+from .snapshot import ACTIVE_STATES, PENDING_STATES, Snapshot
+
+GPU = "gres/gpu"
+TYPED = "gres/gpu:"
+BASE_RES = (GPU, "cpu", "mem")
+EPS = 1e-9
+
+
+class JobRT:
+    """A job during one cycle. `R` is its whole-gang request on the tracked resource keys
+    (an untyped GPU request counts on `gres/gpu` only); `charge` what it holds once placed."""
+
+    __slots__ = ("spec", "id", "queue", "prio", "preemptible", "tasks", "nodes", "tpn", "untyped", "typed",
+                 "cpu", "mem", "shard", "R", "gpus_total", "takes", "charge", "running", "started", "evicted",
+                 "sort_key", "end_time", "user", "qos_max", "shape", "amounts", "time_limit", "pools")
+
+    def __init__(self, spec: Any, queue: Queue):
+        self.spec = spec
+        self.id = spec.id
+        self.queue = queue
+        self.prio = spec.priority
+        self.preemptible = spec.preemptible
+        self.tasks = spec.tasks
+        self.nodes = spec.nodes
+        self.tpn = spec.tasks_per_node
+        pt = spec.per_task
+        self.untyped = int(round(pt.get(GPU, 0)))
+        self.typed = sorted((k[len(TYPED):], int(round(v))) for k, v in pt.items() if k.startswith(TYPED) and v)
+        self.cpu = float(pt.get("cpu", 0.0))
+        self.mem = float(pt.get("mem", 0.0))
+        self.shard = float(pt.get("gres/shard", 0.0))
+        self.R: dict[str, float] = {}
+        self.gpus_total = 0
+        self.takes: list[Take] | None = None
+        self.charge: dict[str, float] = {}
+        self.running = spec.state in ACTIVE_STATES
+        self.started = False
+        self.evicted = False
+        self.sort_key: tuple = ()
+        self.end_time: float | None = None
+        self.user = spec.user
+        self.qos_max: float | None = None
+        self.time_limit = spec.time_limit_s
+        self.shape: tuple = ()
+        self.amounts: tuple = ()
+        self.pools: frozenset = frozenset()
+
+    def __repr__(self) -> str:
+        return f"Job({self.id})"
+
+
+def id_key(jid: Any) -> tuple:
+    return (0, jid, "") if isinstance(jid, int) else (1, 0, str(jid))
+
+
+class Session:
+    """Nodes, accounts and jobs of one cycle, with undoable `start`/`evict`."""
+
+    def __init__(self, snap: Snapshot, policy: dict, priorities: dict[str, int]):
+        self.snap = snap
+        self.policy = policy
+        self.now = snap.now
+        res = list(BASE_RES)
+        for a in snap.accounts:
+            for k in a.resources:
+                if k not in res:
+                    res.append(k)
+        self.res = res
+        self.nodes = [NodeRT(n) for n in snap.nodes]
+        self.node_by_name = {n.name: n for n in self.nodes}
+        self.type_share: dict[str, float] = {}
+        self.whole_types: list[str] = []
+        totals = dict.fromkeys(res, 0.0)
+        for n in snap.nodes:
+            for s in n.slots:
+                self.type_share.setdefault(s.type, s.share)
+                if s.whole and s.type not in self.whole_types:
+                    self.whole_types.append(s.type)
+                if n.usable:
+                    totals[GPU] += s.share
+                    if TYPED + s.type in totals:
+                        totals[TYPED + s.type] += 1
+            if n.usable:
+                totals["cpu"] += n.cpus
+                totals["mem"] += n.memory_mb
+                if "gres/shard" in totals:
+                    totals["gres/shard"] += n.shards
+        self.totals = totals
+        self._build_queues()
+        self.undo: list = []
+        self.starts: list[tuple[JobRT, list]] = []
+        self.preempts: list[tuple[JobRT, str, JobRT]] = []
+        self.qos_used: dict[tuple[str, str], float] = {}
+        qos_limits = {}
+        for i, q in enumerate(snap.qos):
+            if isinstance(q, dict) and q.get("name") is not None:
+                m = q.get("max_gpus_per_user", -1)
+                if isinstance(m, int | float) and not isinstance(m, bool) and m >= 0:
+                    qos_limits[q["name"]] = float(m)
+        self.jobs: list[JobRT] = []
+        self.pending: list[JobRT] = []
+        self.ineligible: list[JobRT] = []
+        self.running: list[JobRT] = []
+        for spec in snap.jobs:
+            j = JobRT(spec, self.queues[spec.account])
+            mf = priorities.get(str(spec.id), 0)
+            j.sort_key = (-j.prio, -mf, spec.submit_time, id_key(spec.id))
+            if spec.qos in qos_limits:
+                j.qos_max = qos_limits[spec.qos]
+            self._job_request(j)
+            self.jobs.append(j)
+            if j.running:
+                self._adopt_running(j)
+                self.running.append(j)
+            elif spec.state in PENDING_STATES:
+                (self.pending if spec.eligible else self.ineligible).append(j)
+        for j in self.pending:
+            self._add_demand(j)
+        k = float(policy.get("fairshare_k_value", 1.0))
+        usage = snap.usage.get("accounts") if isinstance(snap.usage, dict) else None
+        if isinstance(usage, dict) and usage:
+            normalise_usage(list(self.queues.values()), usage)
+        compute_fair_shares(self.top, self.totals, self.res, max(0.0, k))
+        self.lending_keys = [r for r in res if any(q.lending.get(r) is not None for q in self.queues.values())]
+
+    # -- construction ----------------------------------------------------------------------
+    def _build_queues(self) -> None:
+        self.queues: dict[str, Queue] = {}
+        for a in self.snap.accounts:
+            q = Queue(a.name, a.priority, a.order)
+            for r in self.res:
+                spec = a.resources.get(r)
+                if spec is None:
+                    q.deserved[r], q.limit[r], q.weight[r], q.lending[r] = UNLIMITED, UNLIMITED, 1.0, None
+                else:
+                    q.deserved[r], q.limit[r] = spec.quota, spec.limit
+                    q.weight[r], q.lending[r] = spec.over_quota_weight, spec.lending_limit
+                q.fs[r] = q.alloc[r] = q.alloc_np[r] = q.request[r] = 0.0
+            self.queues[a.name] = q
+        self.top: list[Queue] = []
+        for a in self.snap.accounts:
+            q = self.queues[a.name]
+            if a.parent is None:
+                self.top.append(q)
+            else:
+                p = self.queues[a.parent]
+                q.parent = p
+                p.children.append(q)
+                p.leaf = False
+        for q in self.queues.values():
+            path = []
+            cur: Queue | None = q
+            while cur is not None:
+                path.append(cur)
+                cur = cur.parent
+            q.path = path[::-1]
+            q.depth = len(path) - 1
+
+    def may_use_type(self, q: Queue, gtype: str) -> bool:
+        key = TYPED + gtype
+        if key not in q.limit:
+            return True
+        return all(a.limit[key] != 0 for a in q.path)
+
+    def _job_request(self, j: JobRT) -> None:
+        R = {"cpu": j.cpu * j.tasks, "mem": j.mem * j.tasks}
+        gpu = float(j.untyped)
+        count = j.untyped
+        for t, c in j.typed:
+            gpu += c * self.type_share.get(t, 1.0)
+            count += c
+            if TYPED + t in self.queues[j.spec.account].limit:
+                R[TYPED + t] = R.get(TYPED + t, 0.0) + c * j.tasks
+        R[GPU] = gpu * j.tasks
+        if j.shard and "gres/shard" in self.res:
+            R["gres/shard"] = j.shard * j.tasks
+        j.R = {k: v for k, v in R.items() if k in self.res}
+        j.gpus_total = count * j.tasks
+        pools = {t for t, _ in j.typed}
+        if j.untyped:
+            pools |= {"*"}
+        j.pools = frozenset(pools) if pools else frozenset({"cpu"})
+        tl = j.time_limit
+        j.shape = (tuple(sorted(j.spec.per_task)), j.nodes, j.tpn, j.preemptible,
+                   j.user if j.qos_max is not None else None)
+        j.amounts = (j.tasks, tuple(v for _, v in sorted(j.spec.per_task.items())),
+                     float("inf") if tl is None else tl)
+
+    def _add_demand(self, j: JobRT) -> None:
+        demand = dict(j.R)
+        if j.untyped:
+            for r in self.res:
+                if r.startswith(TYPED) and self.may_use_type(j.queue, r[len(TYPED):]):
+                    demand[r] = demand.get(r, 0.0) + j.untyped * j.tasks
+        for q in j.queue.path:
+            for r, v in demand.items():
+                q.request[r] += v
+
+    def _adopt_running(self, j: JobRT) -> None:
+        spec = j.spec
+        takes = []
+        for nname, a in spec.allocation.items():
+            node = self.node_by_name[nname]
+            tk = Take(node, int(a.get("tasks", 1) or 1))
+            for g in a.get("gpus", []) or []:
+                key = int(g) if isinstance(g, str) and g.isdigit() else g
+                slot = node.slots.get(key)
+                lst = node.free.get(slot.type, []) if slot is not None else []
+                if slot is None or slot not in lst:
+                    why = "unknown GPU" if slot is None else "GPU allocated twice"
+                    raise ValueError(f"jobs[{spec.index}].allocation.{nname}.gpus: {why} {g!r}")
+                lst.remove(slot)
+                tk.idle_slots.append(slot)
+            tk.cpu = float(a.get("cpus", j.cpu * tk.tasks) or 0)
+            tk.mem = float(a.get("memory_mb", j.mem * tk.tasks) or 0)
+            tk.shard = float(a.get("shards", 0) or 0)
+            node.cpu -= tk.cpu
+            node.mem -= tk.mem
+            node.shard -= tk.shard
+            takes.append(tk)
+        j.takes = takes
+        j.charge = self.charge_of(takes)
+        self._account(j, j.charge, 1.0)
+        for q in j.queue.path:
+            for r, v in j.charge.items():
+                q.request[r] += v
+        self._qos_add(j, 1.0)
+        if spec.time_limit_s is not None and spec.time_limit_s > 0:
+            start = spec.start_time if spec.start_time is not None else self.now
+            j.end_time = max(self.now, start + spec.time_limit_s)
+
+    def charge_of(self, takes: list[Take]) -> dict[str, float]:
+        c = dict.fromkeys(self.res, 0.0)
+        for tk in takes:
+            for s in tk.slots():
+                c[GPU] += s.share
+                k = TYPED + s.type
+                if k in c:
+                    c[k] += 1
+            c["cpu"] += tk.cpu + tk.cpu_rel
+            c["mem"] += tk.mem + tk.mem_rel
+            if "gres/shard" in c:
+                c["gres/shard"] += tk.shard + tk.shard_rel
+        return c
+
+    # -- accounting --------------------------------------------------------------------------
+    def _account(self, j: JobRT, vec: dict[str, float], sign: float) -> None:
+        np_ = not j.preemptible
+        for q in j.queue.path:
+            a = q.alloc
+            for r, v in vec.items():
+                a[r] += sign * v
+            if np_:
+                b = q.alloc_np
+                for r, v in vec.items():
+                    b[r] += sign * v
+
+    def _qos_add(self, j: JobRT, sign: float) -> None:
+        if j.qos_max is not None:
+            k = (j.spec.qos, j.user)
+            self.qos_used[k] = self.qos_used.get(k, 0.0) + sign * j.charge.get(GPU, 0.0)
+
+    def over_limit(self, j: JobRT, vec: dict[str, float]) -> str | None:
+        """The first resource key whose limit (or, for a non-preemptible job, quota) `vec`
+        would exceed on the account or an ancestor; "np:<key>" for the quota case."""
+        for q in j.queue.path:
+            lim = q.limit
+            al = q.alloc
+            for r, v in vec.items():
+                if v > 0:
+                    li = lim[r]
+                    if li != UNLIMITED and al[r] + v > li + EPS:
+                        return r
+        if not j.preemptible:
+            for q in j.queue.path:
+                for r, v in vec.items():
+                    d = q.deserved[r]
+                    if v > 0 and d != UNLIMITED and q.alloc_np[r] + v > d + EPS:
+                        return "np:" + r
+        if j.qos_max is not None:
+            used = self.qos_used.get((j.spec.qos, j.user), 0.0)
+            if used + vec.get(GPU, 0.0) > j.qos_max + EPS:
+                return "qos"
+        return None
+
+    def lending_blocked(self, j: JobRT, vec: dict[str, float]) -> bool:
+        """Kueue lending limits: the idle capacity that other accounts keep for themselves
+        (unused quota above their lending limit) may not be taken."""
+        if not self.lending_keys:
+            return False
+        path = set(j.queue.path)
+        for r in self.lending_keys:
+            v = vec.get(r, 0.0)
+            if v <= 0:
+                continue
+            kept = 0.0
+            for q in self.queues.values():
+                lend = q.lending.get(r)
+                if lend is None or q in path or q.deserved[r] == UNLIMITED:
+                    continue
+                kept += max(0.0, max(0.0, q.deserved[r] - q.alloc[r]) - lend)
+            if kept > 0 and self.cluster_free(r) - v < kept - EPS:
+                return True
+        return False
+
+    def cluster_free(self, r: str) -> float:
+        tot = 0.0
+        for n in self.nodes:
+            if not n.usable:
+                continue
+            if r == GPU:
+                tot += sum(s.share for lst in n.free.values() for s in lst)
+            elif r.startswith(TYPED):
+                tot += len(n.free.get(r[len(TYPED):], ()))
+            elif r == "cpu":
+                tot += n.cpu
+            elif r == "mem":
+                tot += n.mem
+            elif r == "gres/shard":
+                tot += n.shard
+        return tot
+
+    # -- statement ---------------------------------------------------------------------------
+    def checkpoint(self) -> int:
+        return len(self.undo)
+
+    def rollback(self, cp: int) -> None:
+        while len(self.undo) > cp:
+            self.undo.pop()()
+
+    def start(self, j: JobRT, takes: list[Take], after: list) -> None:
+        prev = (j.takes, j.charge, j.end_time)
+        j.takes = takes
+        j.started = True
+        j.charge = self.charge_of(takes)
+        self._account(j, j.charge, 1.0)
+        self._qos_add(j, 1.0)
+        self.starts.append((j, after))
+        if j.time_limit is not None and j.time_limit > 0:
+            j.end_time = self.now + j.time_limit
+
+        def undo() -> None:
+            self.starts.pop()
+            self._qos_add(j, -1.0)
+            self._account(j, j.charge, -1.0)
+            for tk in reversed(takes):
+                give_back(tk)
+            j.takes, j.charge, j.end_time = prev
+            j.started = False
+        self.undo.append(undo)
+
+    def evict(self, j: JobRT, reason: str, for_job: JobRT) -> None:
+        """Mark a running job preempted: its devices and amounts become *releasing* (usable by
+        the job it is evicted for, which then starts after it)."""
+        takes = j.takes
+        assert takes is not None
+        for tk in takes:
+            node = tk.node
+            for s in tk.slots():
+                _insert(node.rel.setdefault(s.type, []), s)
+                node.rel_owner[s.key] = j
+            node.cpu_rel += tk.cpu + tk.cpu_rel
+            node.mem_rel += tk.mem + tk.mem_rel
+            node.shard_rel += tk.shard + tk.shard_rel
+            node.rel_jobs.append(j)
+        self._account(j, j.charge, -1.0)
+        self._qos_add(j, -1.0)
+        j.evicted = True
+        self.preempts.append((j, reason, for_job))
+
+        def undo() -> None:
+            self.preempts.pop()
+            j.evicted = False
+            self._qos_add(j, 1.0)
+            self._account(j, j.charge, 1.0)
+            for tk in reversed(takes):
+                node = tk.node
+                node.rel_jobs.remove(j)
+                node.cpu_rel -= tk.cpu + tk.cpu_rel
+                node.mem_rel -= tk.mem + tk.mem_rel
+                node.shard_rel -= tk.shard + tk.shard_rel
+                for s in tk.slots():
+                    node.rel[s.type].remove(s)
+                    del node.rel_owner[s.key]
+        self.undo.append(undo)
