@@ -503,15 +503,17 @@ def _post_control(jobdir: str, request: dict[str, Any]) -> bool:
 
 def _signal_orphans(jobdir: str, sig: int) -> None:
     """Signal the processes of a run whose supervisor is gone (LOST): members of the
-    job's process group that belong to the job's user."""
+    job's process group that belong to the job's user (the daemon's user when it is not
+    root), so that a reused process group id never hits a stranger."""
     started = read_json(os.path.join(jobdir, STARTED))
     req = read_json(os.path.join(jobdir, REQUEST))
     if started is None or req is None:
         return
     pgid = int(started["pgid"])
+    uid = int(req["uid"]) if os.geteuid() == 0 else os.getuid()
     for proc in psutil.process_iter(["pid", "uids"]):
         try:
-            if os.getpgid(proc.pid) == pgid and proc.info["uids"].real == int(req["uid"]):
+            if os.getpgid(proc.pid) == pgid and proc.info["uids"].real == uid:
                 os.kill(proc.pid, sig)
         except (ProcessLookupError, psutil.Error, OSError):
             continue
