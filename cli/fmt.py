@@ -343,8 +343,9 @@ def parse_percent_format(fmt):
             continue
         m = _PCT.match(fmt, j)
         if not m:
-            items.append(fmt[j:])
-            break
+            items.append("%")
+            pos = j + 1
+            continue
         width = int(m.group(2)) if m.group(2) else None
         items.append((m.group(3), width, bool(m.group(1))))
         pos = m.end()

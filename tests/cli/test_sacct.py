@@ -159,3 +159,22 @@ def test_time_window_and_filters(daemon, capsys, monkeypatch):
     assert q["accounts"] == "training" and q["users"] == "alice"
     rc, _, err = run(daemon, ["-S", "yesterday-ish"], capsys)
     assert rc == 1 and "Invalid time specification" in err
+
+
+def test_step_rows_leave_job_fields_empty(daemon, capsys):
+    job = row("7", "wrap", "COMPLETED", start="2026-11-30T14:39:38", end="2026-11-30T14:39:38")
+    step = dict(job, job_id="7.batch", job_id_raw="7.batch", name="batch", alloc_tres="cpu=1,mem=1G,node=1")
+    daemon.records = [job, step]
+    rc, out, _ = run(daemon, ["-P", "-n", "-o", "JobID,User,Partition,QOS,Timelimit,ReqMem,ReqTRES,WorkDir,"
+                              "Reason,Account,AllocTRES"], capsys)
+    assert out.splitlines() == [
+        "7|root|gpu|normal|UNLIMITED|1G|billing=1,cpu=1,mem=1G,node=1|/scratch/golden/x|None|training|"
+        "billing=1,cpu=1,mem=1G,node=1",
+        "7.batch||||||||training|cpu=1,mem=1G,node=1",
+    ]
+
+
+def test_cancelled_by_in_state_string(daemon, capsys):
+    daemon.records = [row("5", "x", "CANCELLED by 1000")]
+    assert run(daemon, ["-n", "-X", "-o", "State%20,State"], capsys)[1] == \
+        "   CANCELLED by 1000 CANCELLED+ \n"
