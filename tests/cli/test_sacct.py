@@ -170,7 +170,7 @@ def test_step_rows_leave_job_fields_empty(daemon, capsys):
     assert out.splitlines() == [
         "7|root|gpu|normal|UNLIMITED|1G|billing=1,cpu=1,mem=1G,node=1|/scratch/golden/x|None|training|"
         "billing=1,cpu=1,mem=1G,node=1",
-        "7.batch||||||||training|cpu=1,mem=1G,node=1",
+        "7.batch|||||||||training|cpu=1,mem=1G,node=1",
     ]
 
 
