@@ -18,14 +18,12 @@ from typing import Any
 
 from batchd import jobenv, launcher
 from batchd.config import Config
-from batchd.model import Job, UsageRec
+from batchd.model import Job
+from batchd.runs import end_run
 from batchd.store import Store
-from batchd.tres import parse_tres
 
 log = logging.getLogger(__name__)
 
-# scontrol requeue holds the job this long before it may start again (Slurm's behaviour)
-REQUEUE_HOLD_S = 120
 
 
 class Agent:
@@ -171,35 +169,10 @@ class Agent:
 
     def _record(self, j: Job, state: str, code: int, sig: int, start: float, end: float,
                 rusage: dict[str, float] | None, run: int | None = None) -> None:
-        """Write the run's usage record and the job's next state in one transaction,
-        then mark the spool run collected."""
+        """End the run in the store (usage record + the job's next state, once), then
+        mark the spool run collected."""
         run = j.restarts if run is None else run
-        tres = parse_tres(j.tres_alloc) if j.tres_alloc else {}
-        tres.pop("billing", None)
-        usage = UsageRec(
-            job_id=j.id, run=run, name=j.name, account=j.account, user=j.user, uid=j.uid, gid=j.gid,
-            partition=j.partition, qos=j.qos, node_list=j.node_list, tres_alloc=j.tres_alloc, tres=tres,
-            billing=j.billing, submit_time=j.submit_time, start_time=start, end_time=end,
-            elapsed_s=max(0, int(round(end - start))), state=state, exit_code=code, exit_signal=sig,
-            array_job_id=j.array_job_id, array_task_id=j.array_task_id,
-            cpu_time_s=(rusage or {}).get("utime", 0) + (rusage or {}).get("stime", 0) if rusage else None,
-            max_rss_mb=(rusage or {}).get("maxrss_kb", 0) / 1024 if rusage else None,
-        )
-        requeue = (state in ("PREEMPTED", "NODE_FAIL") and j.requeue) or state == "REQUEUED"
-        if requeue:
-            changes: dict[str, Any] = {
-                "state": "PENDING", "restarts": run + 1, "allocation": None, "start_time": None,
-                "end_time": None, "node_list": "", "tres_alloc": "", "action": None,
-                "reason": "BeginTime" if state == "REQUEUED" else "None",
-                "begin_time": end + REQUEUE_HOLD_S if state == "REQUEUED" else j.begin_time,
-            }
-        else:
-            changes = {"state": state, "end_time": end, "exit_code": code, "exit_signal": sig, "action": None,
-                       "reason": "None"}
-        written = self.store.finish_run(j.id, run, changes, usage)
-        if written:
-            log.info("job ended job_id=%s run=%s state=%s exit=%s:%s requeued=%s", j.id, run, state, code, sig,
-                     requeue)
+        end_run(self.store, j, state, code, sig, start, end, rusage, run)
         try:
             launcher.collect(self.spool, j.id, run)
         except FileNotFoundError:

@@ -12,6 +12,8 @@ Layout (every key optional unless marked):
     admin_group = "batchd-admin"
     gpu_env = "index"                       # CUDA_VISIBLE_DEVICES as "index" or "uuid"
     shard_per_gpu = 0                       # gres/shard per whole GPU (0 = no shards)
+    accounts = "accounts.toml"              # optional: an accounts file (batchd.accounts) that the
+                                            # daemon applies at start, relative to this file
 
     [scheduler]   interval_s = 5, placement = "pack"|"spread", backfill = true, kill_wait_s = 30,
                   grace_time_s = 60, quota_reclaim_by_priority = false, passes = [...]
@@ -86,6 +88,7 @@ class Config:
     priority: dict[str, Any] = field(default_factory=dict)
     tres_billing_weights: str = "CPU=1.0,Mem=0.25G,GRES/gpu=1.0"
     gpu_aliases: dict[str, str] = field(default_factory=dict)
+    accounts_file: str | None = None
     dev: bool = False
 
     @property
@@ -170,7 +173,7 @@ def _gpus(path: str, key: str, v: Any) -> list[dict[str, Any]] | str:
 
 def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
     known = {"cluster_name", "state_dir", "database_url", "socket", "admin_group", "gpu_env",
-             "shard_per_gpu", "scheduler", "priority", "accounting", "gpu_aliases", "partition",
+             "shard_per_gpu", "accounts", "scheduler", "priority", "accounting", "gpu_aliases", "partition",
              "node", "qos"}
     for k in data:
         if k not in known:
@@ -187,6 +190,11 @@ def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
         if data["gpu_env"] not in ("index", "uuid"):
             raise _fail(path, "gpu_env", f'must be "index" or "uuid", got {data["gpu_env"]!r}')
         cfg.gpu_env = data["gpu_env"]
+    if "accounts" in data:
+        af = _str(path, "accounts", data["accounts"])
+        cfg.accounts_file = af if os.path.isabs(af) else os.path.join(os.path.dirname(os.path.abspath(path)), af)
+        if not os.path.exists(cfg.accounts_file):
+            raise _fail(path, "accounts", f"no such file {cfg.accounts_file}")
     if "shard_per_gpu" in data:
         cfg.shard_per_gpu = _int(path, "shard_per_gpu", data["shard_per_gpu"])
     for sect in ("scheduler", "priority", "gpu_aliases", "accounting"):

@@ -16,7 +16,8 @@ from batchd import dependency as deps
 from batchd.config import Config
 from batchd.hostlist import compress
 from batchd.model import Job
-from batchd.store import Store
+from batchd.runs import end_run
+from batchd.store import NOT_RESPONDING, Store
 from batchd.tres import billing, format_tres, parse_billing_weights
 
 log = logging.getLogger(__name__)
@@ -178,7 +179,28 @@ class Controller:
             "nodes": [{"name": n.name, "cpus": n.cpus, "memory_mb": n.memory_mb,
                        "state": n.state, "gpus": n.gpus} for n in nodes],
             "accounts": accounts, "users": users, "usage": usage, "jobs": out_jobs,
+            "qos": [{"name": q.name, "priority": q.priority, "preemptible": q.preemptible,
+                     "max_gpus_per_user": q.max_gpus_per_user, "usage_factor": q.usage_factor}
+                    for q in self.cfg.qos],
         }
+
+    # ------------------------------------------------------------------ node health
+    def check_nodes(self, now: float) -> list[str]:
+        """Nodes whose agent has not heartbeated for `[scheduler] node_timeout_s`
+        (default 30 s) go DOWN; their running jobs end NODE_FAIL (requeued whole when
+        they allow it). Returns the nodes marked DOWN now."""
+        timeout = float(self.cfg.scheduler.get("node_timeout_s", 30))
+        down = []
+        for n in self.store.list_nodes():
+            if n.state != "DOWN" and now - n.heartbeat > timeout:
+                self.store.set_node_state(n.name, "DOWN", NOT_RESPONDING, uid=0)
+                log.warning("node down node=%s last_heartbeat_s=%.0f", n.name, now - n.heartbeat)
+                down.append(n.name)
+        if down:
+            for j in self.store.list_jobs(states=["RUNNING"]):
+                if set(j.allocation or {}) & set(down):
+                    end_run(self.store, j, "NODE_FAIL", 0, 0, j.start_time or now, now, None, j.restarts)
+        return down
 
     # ------------------------------------------------------------------ fair-share usage
     def accrue_usage(self, now: float | None = None, force: bool = False) -> bool:

@@ -22,6 +22,8 @@ from batchd.agent import Agent
 from batchd.api import ApiServer
 from batchd.config import Config
 from batchd.controller import Controller
+from batchd.errors import BatchdError, ConfigError
+from batchd.leader import Leadership, Notifier
 from batchd.model import Node
 from batchd.service import Service
 from batchd.store import Store
@@ -30,6 +32,20 @@ from batchd.store.migrate import check_at_head, upgrade
 log = logging.getLogger(__name__)
 
 AGENT_PERIOD_S = 0.25
+HEARTBEAT_S = 2.0
+LEADER_POLL_S = 1.0
+
+
+def default_nodes(cfg: Config) -> list[str]:
+    """The nodes this daemon is the agent of: every node in dev mode or on SQLite (one
+    process plays the whole cluster), else the config node named like this host."""
+    if cfg.dev or not cfg.db_url().startswith("postgresql"):
+        return [n.name for n in cfg.nodes]
+    host = socket.gethostname().split(".")[0]
+    for n in cfg.nodes:
+        if n.name == host:
+            return [host]
+    raise ConfigError(f"this host ({host}) is not a node of {cfg.path}; start with --node NAME")
 
 
 def sd_notify(message: str) -> None:
@@ -64,15 +80,30 @@ class Daemon:
         self.store = Store(cfg.db_url())
         self.wake_event = threading.Event()
         self.stop_event = threading.Event()
-        self.node_names = node_names or [n.name for n in cfg.nodes]
+        self.node_names = node_names or default_nodes(cfg)
+        self.leadership = Leadership(cfg.db_url(), self.node_names[0])
+        self.notifier = Notifier(cfg.db_url(), lambda _payload: self.wake_event.set())
         self.controller = Controller(cfg, self.store)
         self.service = Service(cfg, self.store, wake=self.wake, snapshot=self.controller.snapshot)
-        self.agent = Agent(cfg, self.store, self.node_names, on_change=self.wake)
+        self.service.controller_status = self.controller_status  # type: ignore[attr-defined]
+        self.agent = Agent(cfg, self.store, self.node_names, on_change=self.wake_event.set)
         self.api: ApiServer | None = None
         self._scheduler: Any = None
+        self._last_leader_poll = 0.0
+        self._last_heartbeat = 0.0
+        self._schema_ok = True
 
     def wake(self) -> None:
+        """Something changed (a submit, an exit): run a cycle here and, with several
+        nodes, wake the controller and the agents wherever they are."""
         self.wake_event.set()
+        self.notifier.notify("wake")
+
+    def controller_status(self) -> dict[str, Any]:
+        h = self.leadership.holder()
+        h["this_node"] = self.node_names[0]
+        h["this_is_controller"] = self.leadership.is_leader()
+        return h
 
     def prepare(self) -> None:
         os.makedirs(self.cfg.state_dir, mode=0o700, exist_ok=True)
@@ -80,6 +111,8 @@ class Daemon:
             upgrade(self.store.engine)  # dev mode migrates by itself; production asks for `batchd migrate`
         check_at_head(self.store.engine)
         self.store.ensure_default_account()
+        if self.cfg.accounts_file:
+            self._apply_accounts_file(self.cfg.accounts_file)
         now = time.time()
         for name in self.node_names:
             c = self.cfg.node(name)
@@ -88,6 +121,19 @@ class Daemon:
         if self.cfg.dev:
             self.store.delete_nodes_except([n.name for n in self.cfg.nodes])
         self.agent.step()  # reconcile before the first cycle
+        self.store.heartbeat(self.node_names, time.time())
+
+    def _apply_accounts_file(self, path: str) -> None:
+        import tomllib
+
+        from batchd.accounts import apply_doc
+        from batchd.service import Caller
+
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+        res = apply_doc(self.service, Caller(uid=0, gid=0), doc, dry_run=False)
+        for line in res["changes"]:
+            log.info("accounts file change=%r file=%s", line, path)
 
     def start(self) -> None:
         from apscheduler.schedulers.background import BackgroundScheduler
@@ -99,23 +145,53 @@ class Daemon:
         self._scheduler.add_job(self.wake, "interval", seconds=self.cfg.interval_s, id="cycle",
                                 max_instances=1, coalesce=True)
         self._scheduler.start()
+        self.notifier.start()
         self.loop_thread = threading.Thread(target=self._loop, name="loop", daemon=True)
         self.loop_thread.start()
         log.info("batchd started cluster=%s socket=%s nodes=%s db=%s", self.cfg.cluster_name, self.cfg.socket,
                  ",".join(self.node_names), self.store.engine.url.render_as_string(hide_password=True))
         sd_notify("READY=1")
 
+    def _is_controller(self, now: float) -> bool:
+        if now - self._last_leader_poll >= LEADER_POLL_S or not self.leadership.is_leader():
+            if now - self._last_leader_poll >= LEADER_POLL_S:
+                self._last_leader_poll = now
+                was = self.leadership.is_leader()
+                if self.leadership.poll() and not was:
+                    self._schema_ok = self._check_schema()
+        return self.leadership.is_leader() and self._schema_ok
+
+    def _check_schema(self) -> bool:
+        """A controller on an older (or newer) schema than the database's refuses to
+        schedule and says why; the agent part goes on."""
+        try:
+            check_at_head(self.store.engine)
+            return True
+        except BatchdError as e:
+            log.error("not scheduling: %s", e.message)
+            return False
+
     def _loop(self) -> None:
         self.wake_event.set()
         while not self.stop_event.is_set():
             woke = self.wake_event.wait(AGENT_PERIOD_S)
+            now = time.time()
             try:
+                if now - self._last_heartbeat >= HEARTBEAT_S:
+                    self._last_heartbeat = now
+                    self.store.heartbeat(self.node_names, now)
                 ended = self.agent.step()
-                if woke or ended:
+                if (woke or ended) and self._is_controller(now):
                     self.wake_event.clear()
-                    self.controller.cycle()
+                    self.controller.check_nodes(now)
+                    dec = self.controller.cycle()
+                    if dec.get("start") or dec.get("preempt"):
+                        self.notifier.notify("agents")
                     # launch what the cycle started without waiting for the next tick
                     self.agent.step()
+                elif woke:
+                    self.wake_event.clear()
+                    self._is_controller(now)
             except Exception:  # the top of a cycle: log and go on with the next one
                 log.exception("cycle failed")
                 time.sleep(1)
@@ -123,6 +199,8 @@ class Daemon:
     def stop(self) -> None:
         sd_notify("STOPPING=1")
         self.stop_event.set()
+        self.notifier.stop()
+        self.leadership.release()
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=False)
         if self.api is not None:

@@ -247,8 +247,9 @@ class Service:
                         done.append(j.display_id)
                     continue
             if j.state == "PENDING":
+                # the job keeps its last pending reason, as squeue -t all shows it
                 if self.store.update_job(j.id, ("PENDING",), state="CANCELLED", end_time=now,
-                                         reason="None", action_by=caller.uid):
+                                         action_by=caller.uid):
                     done.append(j.display_id)
             elif self.store.update_job(j.id, ("RUNNING", "SUSPENDED"), action="cancel", action_by=caller.uid):
                 done.append(j.display_id)

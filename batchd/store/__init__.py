@@ -33,6 +33,7 @@ from batchd.store.tables import (
 log = logging.getLogger(__name__)
 
 ACTIVE_STATES = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING")
+NOT_RESPONDING = "Not responding"
 
 
 def make_engine(url: str) -> Engine:
@@ -253,8 +254,26 @@ class Store:
             else:
                 row.cpus, row.memory_mb, row.gpus, row.heartbeat = (node.cpus, node.memory_mb, node.gpus,
                                                                     node.heartbeat)
-                if row.state == "DOWN" and not row.reason:
-                    row.state = "IDLE"
+                if row.state == "DOWN" and row.reason in (None, "", NOT_RESPONDING):
+                    row.state, row.reason = "IDLE", None
+
+    def heartbeat(self, names: list[str], now: float) -> None:
+        """The agent of these nodes is alive; a node that was DOWN only for not
+        responding comes back (an admin's DOWN/DRAIN with another reason stays)."""
+        with self.tx() as s:
+            s.execute(update(NodeRow).where(NodeRow.name.in_(names)).values(heartbeat=now))
+            s.execute(update(NodeRow).where(NodeRow.name.in_(names), NodeRow.state == "DOWN",
+                                            NodeRow.reason == NOT_RESPONDING).values(state="IDLE", reason=None))
+
+    def set_node_state(self, name: str, state: str, reason: str | None, uid: int) -> bool:
+        with self.tx() as s:
+            row = s.get(NodeRow, name)
+            if row is None:
+                return False
+            row.state, row.reason = state, reason
+            s.add(AuditRow(time=time.time(), uid=uid, action="node.state",
+                           detail=json.dumps({"node": name, "state": state, "reason": reason})))
+            return True
 
     def list_nodes(self) -> list[Node]:
         with self.tx() as s:
