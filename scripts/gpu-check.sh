@@ -260,9 +260,13 @@ for u in uuids:
 print(json.dumps(s.sample(uuids, pids), indent=1))
 EOF
 note "utilisation sample while jobs run: $(grep -c '"util_pct"' "$OUT/sample-jobs.txt") device(s) sampled"
-for _ in $(seq 90); do
+for _ in $(seq $(( 2 * JOB_SECONDS + 60 ))); do
     [ -z "$(squeue -h 2>/dev/null)" ] && break; sleep 1
 done
+if [ -n "$(squeue -h 2>/dev/null)" ]; then
+    note "jobs still queued after the wait (cancelled): $(squeue -h -o '%i:%T:%r' 2>&1 | tr '\n' ' ')"
+    scancel "${JOBS[@]}" 2>/dev/null
+fi
 for j in "${JOBS[@]}"; do
     echo "== job $j"; cat "job-$j.out" 2>/dev/null || echo "(no output file)"
 done | tee "$OUT/jobs.txt"
