@@ -79,6 +79,18 @@ mail_type, mail_user: ignored but stored
 test_only: bool
 wait: bool                sbatch -W (the command then polls the job)
 lsf: bool                 submitted by bsub (only changes messages)
+Added by sbatch (cli/sbatch.py, cli/sbatch_opts.py; the option parser is cli/options.py):
+unnamed: bool             no name given and the script came from stdin: the job is named "sbatch"
+                          but, as in Slurm, gets no SLURM_JOB_NAME
+submit_host: str          short host name of the submitting machine (SLURM_SUBMIT_HOST)
+wrap: bool; parsable: bool; clusters: str | None (-M, only echoed by --parsable)
+nodelist, exclude: str | None   -w / -x, raw
+gres items are {"name": "gpu"|"shard"|..., "type": str | None, "count": int}; gpus* accept one
+  type only. Resolved by batchd/jobspec.py (`resolve`), job environment by batchd/jobenv.py,
+  --array by batchd/arrayspec.py, --dependency by batchd/dependency.py.
+Submit rejections use these error codes (sbatch prints an extra Slurm line for the first two):
+  InvalidPartition, MemoryNotSatisfiable, NodeConfigUnavailable, InvalidAccount, InvalidQOS,
+  InvalidGres, InvalidTimeLimit, InvalidNodeCount, InvalidArray, DependencyProblem.
 
 JOB_VIEW (squeue, scontrol show job, bjobs)
 -------------------------------------------
