@@ -388,6 +388,34 @@ def truncate_plus(value, width):
     return s
 
 
+# ----------------------------------------------------------------------------- json
+def json_meta(plugin="openapi/v0.0.38"):
+    """The `meta` object Slurm 22.05 puts at the top of every `--json` document."""
+    return {"plugin": {"type": plugin, "name": "Slurm OpenAPI " + plugin.split("/")[1]},
+            "Slurm": {"version": {"major": 22, "micro": 8, "minor": 5}, "release": "22.05.8"}}
+
+
+def tres_list(text):
+    """`billing=9,cpu=4,gres/gpu:h200=2,mem=4G` -> Slurm's JSON TRES list
+    `[{"type": "gres", "name": "gpu:h200", "id": None, "count": 2}, ...]` (mem in MiB)."""
+    out = []
+    units = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 ** 2, "P": 1024 ** 3}
+    for item in (text or "").split(","):
+        key, eq, val = item.partition("=")
+        if not eq:
+            continue
+        kind, _, name = key.partition("/")
+        if val and val[-1] in units:
+            count = int(float(val[:-1]) * units[val[-1]])
+        else:
+            try:
+                count = int(val)
+            except ValueError:
+                continue
+        out.append({"type": kind, "name": name, "id": None, "count": count})
+    return out
+
+
 # ----------------------------------------------------------------------------- daemon
 def daemon_call(prog, method, path, body=None, query=None, error_prefix=None):
     """`client.request`, exiting on failure: an unreachable daemon prints

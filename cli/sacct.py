@@ -324,41 +324,57 @@ def build_query(opts, now=None):
     return q
 
 
+def _exit_json(code):
+    """`"0:15"` -> Slurm's JSON exit code object."""
+    status, _, sig = (code or "0:0").partition(":")
+    rc, sig = int(status or 0), int(sig or 0)
+    if sig:
+        return {"status": "SIGNALED", "return_code": rc, "signal": {"signal_id": sig}}
+    return {"status": "SUCCESS" if rc == 0 else "FAILED", "return_code": rc}
+
+
+def _json_time(r):
+    return {"elapsed": r.get("elapsed_s") or 0, "eligible": int(r.get("eligible") or 0),
+            "end": int(r.get("end") or 0), "start": int(r.get("start") or 0),
+            "submission": int(r.get("submit") or 0), "suspended": 0}
+
+
 def to_json(rows):
-    """`--json`: one object per job with its steps nested, Slurm-like key names."""
-    jobs = {}
-    order = []
+    """`--json`: Slurm's dbv0.0.38 shape: one object per job run with its steps nested;
+    `state.current` is the state as sacct prints it, TRES are lists of
+    `{"type", "name", "id", "count"}`, times are unix seconds."""
+    out = []
     for r in rows:
         jid = str(r.get("job_id") or "")
         base, _, step = jid.partition(".")
-        if not step:
-            order.append(r)
-            r = dict(r)
-            jobs.setdefault(base, []).append({"job": r, "steps": []})
+        if step:
+            if out and out[-1]["_id"] == base:
+                out[-1]["steps"].append({
+                    "step": {"id": jid, "name": r.get("name") or step}, "state": r.get("state"),
+                    "exit_code": _exit_json(r.get("exit_code")), "nodes": {"range": r.get("node_list") or ""},
+                    "time": _json_time(r), "tres": {"allocated": fmt.tres_list(r.get("alloc_tres"))}})
             continue
-        if base in jobs:
-            jobs[base][-1]["steps"].append({"step": {"id": jid, "name": step}, "state": r.get("state"),
-                                            "exit_code": r.get("exit_code"), "tres": {"allocated": r.get("alloc_tres")},
-                                            "time": {"start": r.get("start"), "end": r.get("end"),
-                                                     "elapsed": r.get("elapsed_s")}})
-    out = []
-    for entries in jobs.values():
-        for e in entries:
-            j = e["job"]
-            out.append({"job_id": j.get("job_id_raw") or j.get("job_id"), "name": j.get("name"),
-                        "user": j.get("user"), "account": j.get("account"), "partition": j.get("partition"),
-                        "qos": j.get("qos"), "state": {"current": field_value(j, "State"),
-                                                       "reason": j.get("reason")},
-                        "exit_code": j.get("exit_code"), "derived_exit_code": j.get("derived_exit_code"),
-                        "time": {"submission": j.get("submit"), "eligible": j.get("eligible"),
-                                 "start": j.get("start"), "end": j.get("end"), "elapsed": j.get("elapsed_s"),
-                                 "limit": j.get("time_limit_s")},
-                        "tres": {"allocated": j.get("alloc_tres"), "requested": j.get("req_tres")},
-                        "nodes": j.get("node_list"), "restarts": j.get("restarts"),
-                        "working_directory": j.get("workdir"), "comment": j.get("comment"),
-                        "steps": e["steps"]})
-    return json.dumps({"meta": {"plugin": {"type": "openapi/dbv0.0.38", "name": "batchd"}},
-                       "errors": [], "jobs": out}, indent=2) + "\n"
+        aj, _, task = base.partition("_")
+        tl = r.get("time_limit_s")
+        out.append({
+            "_id": base, "account": r.get("account"), "comment": {"job": r.get("comment") or ""},
+            "array": {"job_id": int(aj) if task and aj.isdigit() else 0,
+                      "task_id": int(task) if task.isdigit() else None},
+            "derived_exit_code": _exit_json(r.get("derived_exit_code")),
+            "exit_code": _exit_json(r.get("exit_code")), "group": r.get("group"),
+            "job_id": int(r.get("job_id_raw") or 0) if str(r.get("job_id_raw") or "").isdigit() else base,
+            "name": r.get("name"), "nodes": r.get("node_list") or "None assigned",
+            "partition": r.get("partition"), "priority": r.get("priority"), "qos": r.get("qos"),
+            "required": {"CPUs": r.get("ncpus") or 0, "memory": r.get("req_mem") or 0},
+            "restarts": r.get("restarts") or 0,
+            "state": {"current": field_value(r, "State").split(" ")[0], "reason": r.get("reason") or "None"},
+            "steps": [], "time": dict(_json_time(r), limit=None if tl in (None, -1) else (tl + 59) // 60),
+            "tres": {"allocated": fmt.tres_list(r.get("alloc_tres")),
+                     "requested": fmt.tres_list(r.get("req_tres"))},
+            "user": r.get("user"), "working_directory": r.get("workdir") or ""})
+    for j in out:
+        del j["_id"]
+    return json.dumps({"meta": fmt.json_meta("openapi/dbv0.0.38"), "errors": [], "jobs": out}, indent=2) + "\n"
 
 
 def render(rows, opts):

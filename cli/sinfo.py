@@ -7,6 +7,7 @@ line per node and partition. Default layout `%#P %.5a %.10l %.6D %.6t %N`, where
 is the width of the longest partition name (at least the header's).
 """
 
+import json
 import sys
 
 from batchd.cli import fmt
@@ -343,6 +344,33 @@ def render(nodes, partitions, opts, now=None):
     return text
 
 
+def to_json(nodes, partitions):
+    """`--json`: Slurm's v0.0.38-like document of nodes and partitions."""
+    out_nodes = []
+    for n in nodes:
+        base, _ = node_state(n)
+        out_nodes.append({
+            "name": n["name"], "hostname": n["name"], "state": LONG.get(base, base.lower()),
+            "reason": n.get("reason") or "", "cpus": n.get("cpus"), "alloc_cpus": n.get("cpus_alloc") or 0,
+            "idle_cpus": (n.get("cpus") or 0) - (n.get("cpus_alloc") or 0), "real_memory": n.get("memory_mb"),
+            "alloc_memory": n.get("memory_alloc_mb") or 0, "free_memory": n.get("free_mem_mb"),
+            "gres": n.get("gres") or "", "gres_used": n.get("gres_used") or "",
+            "partitions": n.get("partitions") or [], "features": ",".join(n.get("features") or []),
+            "sockets": n.get("sockets") or 1, "cores": n.get("cores_per_socket") or n.get("cpus"),
+            "threads": n.get("threads_per_core") or 1})
+    out_parts = []
+    for p in partitions:
+        mt = p.get("max_time_s")
+        out_parts.append({
+            "name": p["name"], "nodes": fmt.compress_hostlist(p.get("nodes") or []),
+            "node_count": len(p.get("nodes") or []), "flags": ["default"] if p.get("default") else [],
+            "maximum_time": "UNLIMITED" if mt in (None, -1) else (mt + 59) // 60,
+            "default_time": p.get("default_time_s") // 60 if p.get("default_time_s") else None,
+            "state": p.get("state") or "UP", "priority_job_factor": p.get("priority_job_factor") or 1})
+    return json.dumps({"meta": fmt.json_meta(), "errors": [], "nodes": out_nodes, "partitions": out_parts},
+                      indent=2) + "\n"
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -362,6 +390,9 @@ def main(argv=None):
         sys.stderr.write(e.message + "\n")
         return e.exit_code
     reply = fmt.daemon_call(PROG, "GET", "/v1/nodes", error_prefix="slurm_load_partitions")
+    if opts.get("json"):
+        fmt.write(to_json(reply.get("nodes", []), reply.get("partitions", [])))
+        return 0
     fmt.write(render(reply.get("nodes", []), reply.get("partitions", []), opts))
     return 0
 

@@ -354,8 +354,7 @@ def to_json(jobs, meta=None):
             "tres_per_node": g("tres_per_node") or "", "tres_per_job": g("tres_per_job") or "",
             "user_id": g("uid"), "user_name": g("user"),
         })
-    return json.dumps({"meta": meta or {"plugin": {"type": "openapi/v0.0.38", "name": "batchd"}},
-                       "errors": [], "jobs": out}, indent=2) + "\n"
+    return json.dumps({"meta": meta or fmt.json_meta(), "errors": [], "jobs": out}, indent=2) + "\n"
 
 
 # ----------------------------------------------------------------------------- main

@@ -178,3 +178,18 @@ def test_cancelled_by_in_state_string(daemon, capsys):
     daemon.records = [row("5", "x", "CANCELLED by 1000")]
     assert run(daemon, ["-n", "-X", "-o", "State%20,State"], capsys)[1] == \
         "   CANCELLED by 1000 CANCELLED+ \n"
+
+
+def test_json(daemon, capsys):
+    import json
+    daemon.records = [r for r in steps_rows() if r["job_id"] in ("3", "3.batch", "15", "15.batch", "99")]
+    rc, out, _ = run(daemon, ["--json", "-j", "3,15,99"], capsys)
+    doc = json.loads(out)
+    assert rc == 0 and doc["errors"] == [] and doc["meta"]["Slurm"]["release"] == "22.05.8"
+    j = {x["job_id"]: x for x in doc["jobs"]}
+    assert set(j) == {3, 15, 99}
+    assert {"type": "gres", "name": "gpu:h200", "id": None, "count": 2} in j[3]["tres"]["allocated"]
+    assert {"type": "mem", "name": "", "id": None, "count": 1024} in j[3]["tres"]["allocated"]
+    assert [s["step"]["id"] for s in j[3]["steps"]] == ["3.batch"]
+    assert j[15]["exit_code"] == {"status": "SIGNALED", "return_code": 0, "signal": {"signal_id": 53}}
+    assert j[99]["state"]["current"] == "CANCELLED" and j[99]["time"]["start"] == 0

@@ -149,3 +149,12 @@ def test_update(daemon, capsys):
     assert rc == 1 and err.startswith("Invalid time limit specification: abc")
     rc, _, err = show(daemon, ["update", "JobId=88", "Bogus=1"], capsys)
     assert rc == 1 and "not supported" in err
+
+
+def test_sinfo_json(daemon, capsys):
+    import json
+    assert sinfo.main(["--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["nodes"][0]["name"] == "vm" and doc["nodes"][0]["state"] == "mixed"
+    assert doc["nodes"][0]["alloc_cpus"] == 9 and doc["nodes"][0]["gres"] == "gpu:h200:4"
+    assert [(p["name"], p["maximum_time"]) for p in doc["partitions"]] == [("gpu", "UNLIMITED"), ("debug", 60)]
