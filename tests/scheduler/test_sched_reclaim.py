@@ -1,0 +1,145 @@
+"""Reclaim scenarios (one reclaim pass). Several are restated from KAI's reclaim tests.
+
+Each case: `want_started` = jobs started in the cycle, `want_preempted` = jobs evicted.
+"""
+
+import pytest
+
+from .sched_builders import account, job, node, run, snapshot
+
+CASES = [
+    dict(
+        id="victims_lowest_priority_first_across_queues_under_department",
+        nodes=[node("node0", 6)],
+        accounts=[account("d1", quota=1, weight=1, parent=None),
+                  account("queue0", quota=1, weight=1, parent="d1"),
+                  account("queue1", quota=1, weight=1, parent="d1"),
+                  account("reclaimer_queue", quota=2, weight=0, parent="d1")],
+        jobs=[job("q0_running_job0", "queue0", running_on={"node0": [0]}),
+              job("q0_running_job1", "queue0", running_on={"node0": [1]}),
+              job("q0_running_job2", "queue0", prio=49, running_on={"node0": [2]}),
+              job("q1_running_job0", "queue1", running_on={"node0": [3]}),
+              job("q1_running_job1", "queue1", running_on={"node0": [4]}),
+              job("q1_running_job2", "queue1", prio=49, running_on={"node0": [5]}),
+              job("reclaimer", "reclaimer_queue", tasks=2)],
+        want_started={"reclaimer"}, want_preempted={"q0_running_job2", "q1_running_job2"}),
+    dict(
+        id="victim_account_may_drop_below_quota_by_whole_gang",
+        nodes=[node("node0", 16), node("node1", 16)],
+        accounts=[account("queue0", quota=10, weight=1), account("queue1", quota=10, weight=1)],
+        jobs=[job("q0_running_job", "queue0", gpus=10, tasks=2,
+                  running_on={"node0": list(range(10)), "node1": list(range(10))}),
+              job("q1_pending_job", "queue1", gpus=10)],
+        want_started={"q1_pending_job"}, want_preempted={"q0_running_job"}),
+    dict(
+        id="over_quota_under_fair_share_victim_newest_first",
+        nodes=[node(f"node{i}", 3) for i in range(6)],
+        accounts=[account("queue0", quota=2, weight=1), account("queue1", quota=2, weight=1)],
+        jobs=[job(f"q0_running_job{i}", "queue0", gpus=2, running_on={f"node{i}": [0, 1]}) for i in range(6)]
+        + [job(f"q0_pending_job{i}", "queue0", gpus=2) for i in (6, 7, 8)]
+        + [job("q1_pending_job0", "queue1", gpus=2)],
+        want_started={"q1_pending_job0"}, want_preempted={"q0_running_job5"}),
+    dict(
+        id="gang_reclaimer_takes_four_single_gpu_victims",
+        nodes=[node(f"node{i}", 1) for i in range(4)],
+        accounts=[account("queue0", quota=0, weight=0), account("queue1", quota=2, weight=1)],
+        jobs=[job("q0_job0", "queue0", running_on={"node0": [0]}),
+              job("q0_job1", "queue0", running_on={"node1": [0]}),
+              job("q0_job2", "queue0", running_on={"node2": [0]}),
+              job("q1_job0", "queue0", running_on={"node3": [0]}),
+              job("q1_job1", "queue1", tasks=4)],
+        want_started={"q1_job1"}, want_preempted={"q0_job0", "q0_job1", "q0_job2", "q1_job0"}),
+    dict(
+        id="unneeded_victim_stays",
+        nodes=[node(f"node{i}", 1) for i in range(4)],
+        accounts=[account("queue0", quota=1, weight=0), account("queue1", quota=2, weight=1)],
+        jobs=[job("q0_job0", "queue0", tasks=3, running_on={"node0": [0], "node1": [0], "node2": [0]}),
+              job("q0_job1", "queue0", running_on={"node3": [0]}),
+              job("q1_job1", "queue1", tasks=3)],
+        want_started={"q1_job1"}, want_preempted={"q0_job0"}),
+    dict(
+        id="never_below_quota_when_victim_at_quota",
+        nodes=[node("node0", 2)],
+        accounts=[account("queue0", quota=1, weight=1), account("queue1", quota=1, weight=1)],
+        jobs=[job("q0_run", "queue0", running_on={"node0": [0]}),
+              job("q1_run", "queue1", running_on={"node0": [1]}),
+              job("q1_pend", "queue1")],
+        want_started=set(), want_preempted=set()),
+    dict(
+        id="non_preemptible_victim_never_taken",
+        nodes=[node("node0", 2)],
+        accounts=[account("queue0", quota=0, weight=1), account("queue1", quota=2, weight=1)],
+        jobs=[job("q0_run0", "queue0", prio=125, running_on={"node0": [0]}),
+              job("q0_run1", "queue0", prio=125, running_on={"node0": [1]}),
+              job("q1_pend", "queue1")],
+        want_started=set(), want_preempted=set()),
+    dict(
+        id="reclaimer_above_fair_share_may_not_reclaim",
+        nodes=[node("node0", 4)],
+        accounts=[account("queue0", quota=2, weight=1), account("queue1", quota=2, weight=1)],
+        jobs=[job(f"q0_run{i}", "queue0", running_on={"node0": [i]}) for i in range(2)]
+        + [job(f"q1_run{i}", "queue1", running_on={"node0": [2 + i]}) for i in range(2)]
+        + [job("q1_pend", "queue1")],
+        want_started=set(), want_preempted=set()),
+    dict(
+        id="non_preemptible_reclaimer_only_up_to_quota",
+        nodes=[node("node0", 4)],
+        accounts=[account("queue0", quota=1, weight=1), account("queue1", quota=1, weight=3)],
+        jobs=[job(f"q0_run{i}", "queue0", running_on={"node0": [i]}) for i in range(3)]
+        + [job("q1_run", "queue1", prio=125, running_on={"node0": [3]}),
+           job("q1_pend", "queue1", prio=125)],
+        want_started=set(), want_preempted=set()),
+    dict(
+        id="preemptible_reclaimer_up_to_fair_share",
+        nodes=[node("node0", 4)],
+        accounts=[account("queue0", quota=1, weight=1), account("queue1", quota=1, weight=3)],
+        jobs=[job(f"q0_run{i}", "queue0", running_on={"node0": [i]}) for i in range(3)]
+        + [job("q1_run", "queue1", running_on={"node0": [3]}), job("q1_pend", "queue1")],
+        want_started={"q1_pend"}, want_preempted={"q0_run2"}),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_reclaim(case):
+    out = run(snapshot(case["nodes"], case["accounts"], case["jobs"]), passes=["reclaim"])
+    assert out.started == case["want_started"]
+    assert out.preempted == case["want_preempted"]
+    for p in out.decisions["preempt"]:
+        assert p["reason"] == "reclaim"
+
+
+def test_reclaimer_starts_after_its_victims():
+    snap = snapshot([node("node0", 2)],
+                    [account("queue0", quota=0), account("queue1", quota=2, weight=1)],
+                    [job("v", "queue0", running_on={"node0": [0]}), job("r", "queue1", tasks=2)])
+    d = run(snap, passes=["reclaim"]).decisions
+    assert d["start"] == [{"job": "r", "allocation": {"node0": {"tasks": 2, "gpus": [0, 1], "cpus": 2,
+                                                                  "memory_mb": 2}}, "after": ["v"]}]
+    assert d["preempt"] == [{"job": "v", "reason": "reclaim", "for": "r"}]
+
+
+def test_quota_reclaim_by_priority_opt_in():
+    """A higher-priority account within its quota may take from an account at its quota only
+    with quota_reclaim_by_priority."""
+    snap = snapshot([node("node0", 2)],
+                    [account("low", quota=2, weight=1, priority=100), account("high", quota=1, weight=1, priority=200)],
+                    [job("l0", "low", running_on={"node0": [0]}), job("l1", "low", running_on={"node0": [1]}),
+                     job("h", "high")])
+    # low is at its quota (2): protected by default
+    assert run(snap, passes=["reclaim"]).preempted == set()
+    out = run(snap, passes=["reclaim"], quota_reclaim_by_priority=True)
+    assert out.started == {"h"}
+    assert out.preempted == {"l1"}
+
+
+def test_saturation_guard_blocks_reclaimer_ending_more_saturated():
+    """queue1 (fair share 1) holding 1 GPU may not take a second one from queue0 whose
+    saturation would stay lower than queue1's."""
+    snap = snapshot([node("node0", 3)],
+                    [account("queue0", quota=1, weight=1), account("queue1", quota=1, weight=1)],
+                    [job("q0_run0", "queue0", running_on={"node0": [0]}),
+                     job("q0_run1", "queue0", running_on={"node0": [1]}),
+                     job("q1_run", "queue1", running_on={"node0": [2]}),
+                     job("q1_pend", "queue1")])
+    out = run(snap, passes=["reclaim"])
+    assert out.preempted == set()
