@@ -12,24 +12,28 @@ message `Invalid job array specification` (the submit then fails with exit 1).
 `format_ids(ids)` compacts ids back into Slurm's display form (`0-3,7`).
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterable
+
 MESSAGE = "Invalid job array specification"
 
 
 class ArraySpecError(ValueError):
     """An `--array` value Slurm refuses; `str(e)` is Slurm's message."""
 
-    def __init__(self, message=MESSAGE):
+    def __init__(self, message: str = MESSAGE) -> None:
         super().__init__(message)
         self.message = message
 
 
-def _int(s):
+def _int(s: str) -> int:
     if not s.isdigit():
         raise ArraySpecError()
     return int(s)
 
 
-def parse(text, max_array_size=1001):
+def parse(text: str | None, max_array_size: int = 1001) -> tuple[list[int], int | None]:
     """Task ids and throttle of an `--array` value; see the module docstring."""
     if text is None:
         raise ArraySpecError()
@@ -43,7 +47,7 @@ def parse(text, max_array_size=1001):
             max_running = None
     if not spec:
         raise ArraySpecError()
-    ids = set()
+    ids: set[int] = set()
     for item in spec.split(","):
         if item == "":
             raise ArraySpecError()
@@ -67,7 +71,7 @@ def parse(text, max_array_size=1001):
     return sorted(ids), max_running
 
 
-def format_ids(ids, max_running=None):
+def format_ids(ids: Iterable[int], max_running: int | None = None) -> str:
     """Compact `ids` (any order) as Slurm shows an array's tasks: consecutive runs as
     `a-b`, others alone (`1,3,5`, `0-3,7`; steps are never written, as in the
     reference's `ArrayTaskId=1,3,5`); `%N` appended when `max_running` is given."""

@@ -45,6 +45,12 @@ it COMPLETED; `aftercorr` like `afterok` on the task with the same index. For `,
 items must hold (never if one never will); for `?` one is enough (never if none can).
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+Lookup = Callable[[int, "int | None"], Any]
 MESSAGE = "Job dependency problem"
 TYPES = ("after", "afterany", "afterok", "afternotok", "aftercorr", "afterburstbuffer")
 FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL",
@@ -55,12 +61,12 @@ _RUNNING_LIKE = ("RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "STOPPED",
 class DependencyError(ValueError):
     """A `--dependency` value Slurm refuses; `str(e)` is Slurm's message."""
 
-    def __init__(self, message=MESSAGE):
+    def __init__(self, message: str = MESSAGE) -> None:
         super().__init__(message)
         self.message = message
 
 
-def _job_ref(text, allow_delay):
+def _job_ref(text: str, allow_delay: bool) -> tuple[int, int | None, int]:
     delay_s = 0
     if "+" in text:
         if not allow_delay:
@@ -83,7 +89,7 @@ def _job_ref(text, allow_delay):
     return int(text), task_id, delay_s
 
 
-def parse(text):
+def parse(text: str | None) -> dict:
     """The parsed form (module docstring) of a `--dependency` value; DependencyError."""
     if text is None:
         raise DependencyError()
@@ -118,12 +124,12 @@ def parse(text):
     return {"op": op, "items": items}
 
 
-def job_refs(dep):
+def job_refs(dep: dict) -> list[tuple[int, int | None]]:
     """The `(job_id, task_id)` pairs a parsed dependency names (singleton excluded)."""
     return [(it["job_id"], it["task_id"]) for it in dep["items"] if it["job_id"] is not None]
 
 
-def check_known(dep, lookup_state, job_id=None):
+def check_known(dep: dict, lookup_state: Lookup, job_id: int | None = None) -> None:
     """Raise DependencyError when an `afterok`/`afternotok`/`aftercorr` item names a job
     that `lookup_state` does not know, or when the job depends on itself (Slurm refuses
     both at submission)."""
@@ -137,7 +143,7 @@ def check_known(dep, lookup_state, job_id=None):
                 raise DependencyError()
 
 
-def _states(v):
+def _states(v: Any) -> list[str] | None:
     if v is None:
         return None
     if isinstance(v, str):
@@ -145,7 +151,8 @@ def _states(v):
     return list(v)
 
 
-def _item(it, lookup_state, job_id, task_id, singleton_jobs, lookup_start, now):
+def _item(it: dict, lookup_state: Lookup, job_id: int | None, task_id: int | None,
+          singleton_jobs: Iterable[tuple[int, str]], lookup_start: Lookup | None, now: float | None) -> str:
     kind = it["type"]
     if kind == "singleton":
         for other_id, state in singleton_jobs:
@@ -180,15 +187,17 @@ def _item(it, lookup_state, job_id, task_id, singleton_jobs, lookup_start, now):
     return "satisfied" if any(s != "COMPLETED" for s in states) else "never"
 
 
-def item_results(dep, lookup_state, *, job_id=None, task_id=None, singleton_jobs=(),
-                 lookup_start=None, now=None):
+def item_results(dep: dict, lookup_state: Lookup, *, job_id: int | None = None, task_id: int | None = None,
+                 singleton_jobs: Iterable[tuple[int, str]] = (), lookup_start: Lookup | None = None,
+                 now: float | None = None) -> list[str]:
     """Per item, in order: "satisfied" | "pending" | "never"."""
     return [_item(it, lookup_state, job_id, task_id, singleton_jobs, lookup_start, now)
             for it in dep["items"]]
 
 
-def evaluate(dep, lookup_state, *, job_id=None, task_id=None, singleton_jobs=(),
-             lookup_start=None, now=None):
+def evaluate(dep: dict, lookup_state: Lookup, *, job_id: int | None = None, task_id: int | None = None,
+             singleton_jobs: Iterable[tuple[int, str]] = (), lookup_start: Lookup | None = None,
+             now: float | None = None) -> str:
     """"satisfied" | "pending" | "never" for a parsed dependency (module docstring)."""
     res = item_results(dep, lookup_state, job_id=job_id, task_id=task_id,
                        singleton_jobs=singleton_jobs, lookup_start=lookup_start, now=now)
@@ -203,7 +212,7 @@ def evaluate(dep, lookup_state, *, job_id=None, task_id=None, singleton_jobs=(),
     return "satisfied" if all(r == "satisfied" for r in res) else "pending"
 
 
-def format_item(it):
+def format_item(it: dict) -> str:
     """One item as Slurm writes it: `afterok:63`, `after:12+5`, `afterany:7_3`, `singleton`."""
     if it["type"] == "singleton":
         return "singleton"
@@ -215,7 +224,7 @@ def format_item(it):
     return f"{it['type']}:{ref}"
 
 
-def describe(dep, results):
+def describe(dep: dict | None, results: list[str]) -> str:
     """squeue `%E` / scontrol `Dependency=`: the items not yet satisfied, each with
     `(unfulfilled)` or `(failed)`, joined by `,` or `?`; `(null)` when none is left.
     `results` is `item_results(...)` for the same dependency."""

@@ -62,12 +62,12 @@ def compress_hostlist(names: list[str]) -> str:
         if num not in groups[key]:
             groups[key].append(num)
     out = []
-    for key in order:
-        if isinstance(key, str):
-            out.append(key)
+    for entry in order:
+        if isinstance(entry, str):
+            out.append(entry)
             continue
-        prefix, width = key
-        nums = sorted(groups[key])
+        prefix, width = entry
+        nums = sorted(groups[entry])
         if len(nums) == 1:
             out.append(f"{prefix}{nums[0]:0{width}d}")
             continue

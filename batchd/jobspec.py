@@ -52,7 +52,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from batchd import arrayspec, dependency
+from batchd import arrayspec, dependency, tres
 from batchd.errors import SubmitError
 
 NODE_CONFIG = "Requested node configuration is not available"
@@ -221,17 +221,10 @@ def _fit(nodes: list[dict], per_task: dict[str, float], mem_node: int | None, ta
 
 
 def _tres(cluster: dict, totals: dict[str, float]) -> tuple[str, float]:
-    try:
-        from batchd import tres as tresmod
-    except ImportError:  # pragma: no cover - tres lands with another engineer's work
-        tresmod = None
-    if tresmod is not None:
-        weights = tresmod.parse_billing_weights(cluster.get("billing_weights") or "")
-        bill = tresmod.billing(weights, totals)
-        return tresmod.format_tres(totals, bill), bill
-    bill = float(totals.get("cpu", 0))
-    items = [f"{k}={int(v)}" for k, v in totals.items()]
-    return ",".join(items + [f"billing={int(bill)}"]), bill
+    """(ReqTRES string in scontrol order, billing) with the cluster's billing weights."""
+    weights = tres.parse_billing_weights(cluster.get("billing_weights") or "")
+    bill = tres.billing(weights, totals)
+    return tres.format_tres(totals, bill), bill
 
 
 def resolve(spec: dict, cluster: dict, user: str, uid: int,
