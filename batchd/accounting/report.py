@@ -1,0 +1,268 @@
+"""`batchd report`: the bill for a period, built from the hourly rollups plus what the
+rollup has not taken yet (records newer than its last run, and RUNNING jobs up to now).
+
+The result is the stable JSON object of DESIGN.md section 7. Money is computed exactly
+(Fractions of the Decimal prices) and rounded to cents once: the total is the exact
+sum rounded, and the rows' cents are allocated by largest remainder so that the rows
+add up to the total. The check: the same cost computed a second way, straight from the
+usage records (the sum over jobs, not the rollups), must round to the same cents;
+`reconciled` says whether it did and the footer prints both.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+from batchd.accounting.charge import CENT, NOT_CHARGED, to_money, unit_price
+from batchd.accounting.prices import HOUR_S, PriceBook
+from batchd.accounting.rollup import Key, add_run
+from batchd.store import Store
+from batchd.store import accounting as sql
+from batchd.tres import parse_tres
+
+GROUPS = ("account", "user", "gpu_type", "node")
+_KEY_INDEX = {"account": 1, "user": 2, "node": 3, "gpu_type": 4}
+
+
+def capacity_of(store: Store) -> dict[str, float]:
+    """Cluster capacity from the nodes table: {"cpu": n, "gres/gpu": n, "gres/gpu:TYPE": n}."""
+    cap: dict[str, float] = defaultdict(float)
+    for n in store.list_nodes():
+        cap["cpu"] += n.cpus
+        for g in n.gpus or []:
+            if not isinstance(g, dict):
+                continue
+            c = float(g.get("count", 1)) if "count" in g else 1.0
+            cap["gres/gpu"] += c
+            cap[f"gres/gpu:{g.get('type') or 'gpu'}"] += c
+    return dict(cap)
+
+
+def _hours(x: float) -> float:
+    return round(x / HOUR_S, 6)
+
+
+def _allocate_cents(exact: list[Fraction], total: Decimal) -> list[Decimal]:
+    """Round each amount to cents so that the results add up to `total` (largest
+    remainder; ties by position)."""
+    cents = [math.floor(x * 100) for x in exact]
+    want = int(total / CENT)
+    left = want - sum(cents)
+    order = sorted(range(len(exact)), key=lambda i: (-(exact[i] * 100 - cents[i]), i))
+    if left >= 0:
+        for i in order[:left]:
+            cents[i] += 1
+    else:
+        for i in reversed(order[:len(order)]):
+            if left == 0:
+                break
+            cents[i] -= 1
+            left += 1
+    return [Decimal(c) * CENT for c in cents]
+
+
+def _extra_runs(store: Store, start: int, end: int, now: float, accounts: set[str] | None,
+                users: set[str] | None) -> tuple[dict[Key, float], int]:
+    """Hourly sums of what the rollup has not taken: unrolled records and RUNNING jobs
+    (to `now`), clipped to [start, end); and how many runs that was."""
+    sums: dict[Key, float] = defaultdict(float)
+    n = 0
+    for _, r in sql.unrolled_in_period(store, start, end):
+        if (accounts and r.account not in accounts) or (users and r.user not in users):
+            continue
+        add_run(sums, r.account, r.user, r.node_list, r.tres, r.billing, r.start_time, r.end_time,
+                r.gpu_util_pct, (start, end))
+        n += 1
+    for j in sql.running_jobs(store):
+        if (accounts and j["account"] not in accounts) or (users and j["user"] not in users):
+            continue
+        tres = parse_tres(j["tres_alloc"])
+        tres.pop("billing", None)
+        add_run(sums, j["account"], j["user"], j["node_list"], tres, j["billing"], j["start_time"], now,
+                None, (start, end))
+        n += 1
+    return sums, n
+
+
+def build_report(store: Store, *, start: int, end: int, now: float, group_by: list[str] | None = None,
+                 accounts: list[str] | None = None, users: list[str] | None = None,
+                 spread_idle: bool = False, capacity: dict[str, float] | None = None,
+                 zero_gpu_s: float = 3600.0, daily: bool = False, raw: bool = False) -> dict[str, Any]:
+    """The report over [start, end) (unix seconds; rounded down to whole hours, as sreport
+    does). `group_by` is a subset of GROUPS, in the caller's order (default account).
+    `daily` adds {"daily": {"YYYY-MM-DD": {account: GPU-hours}}} (the HTML chart),
+    `raw` adds per row "tres_s" (TRES-seconds) and "capacity" (sreport)."""
+    start, end = start - start % HOUR_S, end - end % HOUR_S
+    group_by = list(group_by or ["account"])
+    for g in group_by:
+        if g not in GROUPS:
+            raise ValueError(f"cannot group by {g!r} (one of {', '.join(GROUPS)})")
+    accts, usrs = (set(accounts) if accounts else None), (set(users) if users else None)
+    book = PriceBook(sql.list_prices(store))
+    upto = max(start, min(end, math.floor(now)))
+    segments = book.segments(start, end) or [(start, end)]
+
+    # ---- the account side: rollups + what they do not hold yet
+    amounts: dict[tuple[str, ...], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    costs: dict[tuple[str, ...], Fraction] = defaultdict(Fraction)
+    for idx, gvals, tres, amount in sql.rollup_sums(store, segments, group_by, accounts, users):
+        amounts[gvals][tres] += amount
+        p = unit_price(book, tres, segments[idx][0])
+        if p:
+            costs[gvals] += p * Fraction(amount)
+    extra, extra_runs = _extra_runs(store, start, end, now, accts, usrs)
+    for k, v in extra.items():
+        gvals = tuple(k[_KEY_INDEX[g]] for g in group_by)
+        amounts[gvals][k[5]] += v
+        p = unit_price(book, k[5], k[0])
+        if p:
+            costs[gvals] += p * Fraction(v)
+
+    # ---- the job side: straight from usage records (+ the same running jobs)
+    keys = sorted({t for a in amounts.values() for t in a} - NOT_CHARGED)
+    priced = [k for k in keys if any(unit_price(book, k, a) for a, _ in segments)]
+    job_sums = sql.job_side_sums(store, segments, priced, accounts, users)
+    jobs_exact = Fraction(0)
+    for (idx, k), v in job_sums.items():
+        jobs_exact += (unit_price(book, k, segments[idx][0]) or 0) * Fraction(v)
+    jobs_exact += _running_cost(store, book, start, end, now, accts, usrs)
+
+    # ---- per hour: borrowed GPU-hours, idle capacity, daily chart
+    hourly = sql.hourly_gpu(store, start, end, accounts, users)
+    hourly += [(k[0], k[1], k[5], v) for k, v in extra.items() if k[5].startswith("gres/gpu")]
+    acct_list = store.list_accounts()
+    quota = {a.name: float(a.resources.get("gres/gpu", {}).get("quota", 0) or 0) for a in acct_list}
+    cap = capacity if capacity is not None else capacity_of(store)
+    if accts or usrs:
+        all_hourly = sql.hourly_gpu(store, start, end)
+        all_extra, _ = _extra_runs(store, start, end, now, None, None)
+        all_hourly += [(k[0], k[1], k[5], v) for k, v in all_extra.items() if k[5].startswith("gres/gpu")]
+    else:
+        all_hourly = hourly
+    used_by_hour: dict[tuple[int, str], float] = defaultdict(float)  # (hour, tres) cluster-wide
+    for h, _a, t, v in all_hourly:
+        used_by_hour[(h, t)] += v
+    idle_s = 0.0
+    idle_exact = Fraction(0)
+    for h in range(start, upto, HOUR_S):
+        secs = min(h + HOUR_S, upto) - h
+        idle_s += max(0.0, cap.get("gres/gpu", 0.0) * secs - used_by_hour.get((h, "gres/gpu"), 0.0))
+        for t, c in cap.items():
+            if t.startswith("gres/gpu:"):
+                free = max(0.0, c * secs - used_by_hour.get((h, t), 0.0))
+                p = unit_price(book, t, h)
+                if p and free:
+                    idle_exact += p * Fraction(free)
+    acct_hour: dict[tuple[str, int], float] = defaultdict(float)
+    for h, a, t, v in hourly:
+        if t == "gres/gpu":
+            acct_hour[(a, h)] += v
+
+    # ---- rows
+    only_account = group_by == ["account"]
+    if only_account and not usrs:
+        for name, q in quota.items():
+            if q > 0 and (not accts or name in accts):
+                amounts[(name,)]  # noqa: B018 - an account with a quota shows even unused
+    total_exact = sum(costs.values(), Fraction(0))
+    total = to_money(total_exact)
+    order = sorted(amounts)
+    row_cost = _allocate_cents([costs[g] for g in order], total)
+    rows: list[dict[str, Any]] = []
+    for gvals, cost in zip(order, row_cost, strict=True):
+        a = amounts[gvals]
+        row: dict[str, Any] = dict(zip(group_by, gvals, strict=True))
+        row["gpu_hours"] = _hours(a.get("gres/gpu", 0.0))
+        row["gpu_hours_by_type"] = {t.split(":", 1)[1]: _hours(v) for t, v in sorted(a.items())
+                                    if t.startswith("gres/gpu:") and v}
+        row["cpu_hours"] = _hours(a.get("cpu", 0.0))
+        row["billing"] = _hours(a.get("billing", 0.0))
+        row["cost"] = str(cost)
+        if only_account:
+            q = quota.get(gvals[0], 0.0)
+            if q < 0:
+                row.update(quota_gpu_hours=None, quota_used_pct=None, borrowed_gpu_hours=0.0)
+            else:
+                qh = q * (upto - start) / HOUR_S
+                row["quota_gpu_hours"] = round(qh, 6)
+                row["quota_used_pct"] = round(100.0 * row["gpu_hours"] / qh, 2) if qh else None
+                borrowed = 0.0
+                for h in range(start, upto, HOUR_S):
+                    secs = min(h + HOUR_S, upto) - h
+                    borrowed += max(0.0, acct_hour.get((gvals[0], h), 0.0) - q * secs)
+                row["borrowed_gpu_hours"] = _hours(borrowed)
+        measured = a.get("gpu_measured", 0.0)
+        row["gpu_efficiency_pct"] = round(100.0 * a.get("gpu_busy", 0.0) / measured, 1) if measured else None
+        if raw:
+            row["tres_s"] = {t: v for t, v in sorted(a.items())}
+        rows.append(row)
+
+    idle_cost = to_money(idle_exact)
+    if spread_idle and rows and only_account:
+        weights = {r["account"]: max(quota.get(r["account"], 0.0), 0.0) for r in rows}
+        if not sum(weights.values()):
+            weights = {r["account"]: r["gpu_hours"] for r in rows}
+        wsum = sum(weights.values()) or 1.0
+        shares = [Fraction(weights[r["account"]]) / Fraction(wsum) for r in rows]
+        idle_costs = _allocate_cents([s * idle_exact for s in shares], idle_cost)
+        for r, s, c in zip(rows, shares, idle_costs, strict=True):
+            r["idle_gpu_hours"] = _hours(float(s) * idle_s)
+            r["idle_cost"] = str(c)
+            r["cost_with_idle"] = str(Decimal(r["cost"]) + c)
+
+    jobs_total = to_money(jobs_exact)
+    out: dict[str, Any] = {
+        "period": {"start": start, "end": end, "upto": upto},
+        "currency": book.currency,
+        "group_by": group_by,
+        "rows": rows,
+        "idle_gpu_hours": _hours(idle_s),
+        "idle_cost": str(idle_cost),
+        "capacity_gpu_hours": _hours(cap.get("gres/gpu", 0.0) * (upto - start)),
+        "totals": {"gpu_hours": _hours(sum(r["gpu_hours"] for r in rows) * HOUR_S),
+                   "cpu_hours": round(sum(r["cpu_hours"] for r in rows), 6),
+                   "billing": round(sum(r["billing"] for r in rows), 6),
+                   "cost": str(total)},
+        "jobs_cost": str(jobs_total),
+        "reconciled": jobs_total == total and sum((Decimal(r["cost"]) for r in rows), Decimal(0)) == total,
+        "running_included": extra_runs,
+        "flags": [dict(r, reason="gpu_zero_util") for r in sql.zero_gpu_runs(store, zero_gpu_s, start, end)
+                  if (not accts or r["account"] in accts) and (not usrs or r["user"] in usrs)],
+    }
+    if spread_idle:
+        out["totals"]["cost_with_idle"] = str(total + (idle_cost if rows and only_account else 0))
+    if daily:
+        days: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        import datetime as _dt
+
+        for h, a, t, v in hourly:
+            if t == "gres/gpu":
+                d = _dt.datetime.fromtimestamp(h, _dt.UTC).strftime("%Y-%m-%d")
+                days[d][a] += v / HOUR_S
+        out["daily"] = {d: {a: round(v, 4) for a, v in sorted(x.items())} for d, x in sorted(days.items())}
+    if raw:
+        out["capacity"] = cap
+    return out
+
+
+def _running_cost(store: Store, book: PriceBook, start: int, end: int, now: float,
+                  accts: set[str] | None, usrs: set[str] | None) -> Fraction:
+    """Exact cost of RUNNING jobs inside [start, end), to `now`, job by job."""
+    total = Fraction(0)
+    for j in sql.running_jobs(store):
+        if (accts and j["account"] not in accts) or (usrs and j["user"] not in usrs):
+            continue
+        tres = parse_tres(j["tres_alloc"])
+        tres.pop("billing", None)
+        sums: dict[Key, float] = defaultdict(float)
+        add_run(sums, j["account"], j["user"], j["node_list"], tres, j["billing"], j["start_time"], now,
+                None, (start, end))
+        for k, v in sums.items():
+            p = unit_price(book, k[5], k[0])
+            if p:
+                total += p * Fraction(v)
+    return total

@@ -1,0 +1,292 @@
+"""The SQL of chargeback (issue 6): prices, hourly rollups, the rollup ledger, job
+efficiency. Functions take a `Store`; one public function = one transaction. They take
+and return plain values (`Price`, tuples, dicts), never ORM rows.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Integer, case, cast, func, select, tuple_
+
+from batchd.accounting.prices import Price
+from batchd.model import UsageRec, from_row
+from batchd.store import Store
+from batchd.store.tables import (
+    AuditRow,
+    JobEfficiency,
+    JobRow,
+    PriceRow,
+    RollupLedger,
+    UsageHourly,
+    UsageRecord,
+)
+
+# Tests set this to a callable(step: str) to fail a rollup between its steps; the
+# transaction must then leave nothing behind.
+fault_hook: Callable[[str], None] | None = None
+
+GROUP_COLUMNS = {"account": UsageHourly.account, "user": UsageHourly.user,
+                 "gpu_type": UsageHourly.gpu_type, "node": UsageHourly.node}
+
+
+# ------------------------------------------------------------------ prices
+def _price(r: PriceRow) -> Price:
+    return Price(r.tres, Decimal(r.per_hour), r.currency, r.valid_from, r.valid_to)
+
+
+def list_prices(store: Store) -> list[Price]:
+    """All prices, ordered by TRES then valid_from."""
+    with store.tx() as s:
+        return [_price(r) for r in s.scalars(select(PriceRow).order_by(PriceRow.tres, PriceRow.valid_from,
+                                                                        PriceRow.id))]
+
+
+def add_prices(store: Store, prices: list[Price], uid: int = 0) -> None:
+    """Add prices (an identical price already stored is not added twice); audited."""
+    with store.tx() as s:
+        have = {(p.tres, p.per_hour, p.currency, p.valid_from, p.valid_to)
+                for p in map(_price, s.scalars(select(PriceRow)))}
+        for p in prices:
+            if (p.tres, p.per_hour, p.currency, p.valid_from, p.valid_to) in have:
+                continue
+            s.add(PriceRow(tres=p.tres, per_hour=str(p.per_hour), currency=p.currency,
+                           valid_from=p.valid_from, valid_to=p.valid_to, created=time.time()))
+            s.add(AuditRow(time=time.time(), uid=uid, action="price.add", detail=_json(p.to_json())))
+
+
+def replace_prices(store: Store, prices: list[Price], uid: int = 0) -> dict[str, list[dict[str, Any]]]:
+    """Make the stored prices exactly `prices` (what `batchd apply` does with the
+    accounts file). Returns the diff {"added": [...], "removed": [...]}; audited."""
+    want = {(p.tres, p.per_hour, p.currency, p.valid_from, p.valid_to): p for p in prices}
+    added, removed = [], []
+    with store.tx() as s:
+        rows = list(s.scalars(select(PriceRow)))
+        have = set()
+        for r in rows:
+            p = _price(r)
+            key = (p.tres, p.per_hour, p.currency, p.valid_from, p.valid_to)
+            if key in want and key not in have:
+                have.add(key)
+                continue
+            removed.append(p.to_json())
+            s.delete(r)
+        for key, p in want.items():
+            if key not in have:
+                s.add(PriceRow(tres=p.tres, per_hour=str(p.per_hour), currency=p.currency,
+                               valid_from=p.valid_from, valid_to=p.valid_to, created=time.time()))
+                added.append(p.to_json())
+        if added or removed:
+            s.add(AuditRow(time=time.time(), uid=uid, action="price.replace",
+                           detail=_json({"added": added, "removed": removed})))
+    return {"added": added, "removed": removed}
+
+
+def _json(d: Any) -> str:
+    import json
+
+    return json.dumps(d, sort_keys=True)
+
+
+# ------------------------------------------------------------------ rollup
+def unrolled_usage(store: Store, limit: int) -> list[tuple[int, UsageRec]]:
+    """Up to `limit` usage records not yet in the rollup ledger, by id."""
+    q = (select(UsageRecord).outerjoin(RollupLedger, RollupLedger.usage_id == UsageRecord.id)
+         .where(RollupLedger.usage_id.is_(None)).order_by(UsageRecord.id).limit(limit))
+    with store.tx() as s:
+        return [(r.id, from_row(UsageRec, r)) for r in s.scalars(q)]
+
+
+def apply_rollup(store: Store, usage_ids: list[int], sums: dict[tuple[int, str, str, str, str, str], float],
+                 now: float) -> None:
+    """Add `sums` ((hour, account, user, node, gpu_type, tres) -> TRES-seconds) to the
+    hourly table and mark `usage_ids` rolled up, in ONE transaction: either both
+    happen or neither. A record already in the ledger makes the whole transaction fail
+    (IntegrityError) instead of counting it twice."""
+    with store.tx() as s:
+        s.add_all([RollupLedger(usage_id=i, rolled_at=now) for i in usage_ids])
+        s.flush()
+        if fault_hook is not None:
+            fault_hook("ledger")
+        keys = list(sums)
+        existing: dict[tuple[int, str, str, str, str, str], UsageHourly] = {}
+        cols = (UsageHourly.hour, UsageHourly.account, UsageHourly.user, UsageHourly.node,
+                UsageHourly.gpu_type, UsageHourly.tres)
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
+            hours = sorted({k[0] for k in chunk})
+            q = select(UsageHourly).where(UsageHourly.hour.in_(hours), tuple_(*cols).in_(chunk))
+            for r in s.scalars(q):
+                existing[(r.hour, r.account, r.user, r.node, r.gpu_type, r.tres)] = r
+        new = []
+        for k, amount in sums.items():
+            row = existing.get(k)
+            if row is None:
+                new.append({"hour": k[0], "account": k[1], "user": k[2], "node": k[3], "gpu_type": k[4],
+                            "tres": k[5], "amount": amount})
+            else:
+                row.amount = row.amount + amount
+        if fault_hook is not None:
+            fault_hook("sums")
+        if new:
+            s.execute(UsageHourly.__table__.insert(), new)
+
+
+def rollup_status(store: Store) -> dict[str, Any]:
+    """{"rolled": records in the ledger, "pending": records not yet rolled up,
+    "last_rolled_at": unix seconds or None}."""
+    with store.tx() as s:
+        rolled = s.scalar(select(func.count()).select_from(RollupLedger)) or 0
+        total = s.scalar(select(func.count()).select_from(UsageRecord)) or 0
+        last = s.scalar(select(func.max(RollupLedger.rolled_at)))
+    return {"rolled": rolled, "pending": total - rolled, "last_rolled_at": last}
+
+
+# ------------------------------------------------------------------ report queries
+def _filters(q: Any, table: Any, accounts: Iterable[str] | None, users: Iterable[str] | None) -> Any:
+    if accounts:
+        q = q.where(table.account.in_(list(accounts)))
+    if users:
+        q = q.where(table.user.in_(list(users)))
+    return q
+
+
+def rollup_sums(store: Store, segments: list[tuple[int, int]], group_by: list[str],
+                accounts: Iterable[str] | None = None,
+                users: Iterable[str] | None = None) -> list[tuple[int, tuple[str, ...], str, float]]:
+    """Rolled-up TRES-seconds per (segment index, group values, tres), for hours in each
+    segment [a, b) (segments hour-aligned). One transaction for all segments."""
+    gcols = [GROUP_COLUMNS[g] for g in group_by]
+    out: list[tuple[int, tuple[str, ...], str, float]] = []
+    with store.tx() as s:
+        for idx, (a, b) in enumerate(segments):
+            q = (select(*gcols, UsageHourly.tres, func.sum(UsageHourly.amount))
+                 .where(UsageHourly.hour >= a, UsageHourly.hour < b)
+                 .group_by(*gcols, UsageHourly.tres))
+            q = _filters(q, UsageHourly, accounts, users)
+            for row in s.execute(q):
+                out.append((idx, tuple(row[:-2]), row[-2], float(row[-1])))
+    return out
+
+
+def hourly_gpu(store: Store, start: int, end: int, accounts: Iterable[str] | None = None,
+               users: Iterable[str] | None = None) -> list[tuple[int, str, str, float]]:
+    """(hour, account, tres, GPU-seconds) for `gres/gpu` and every `gres/gpu:TYPE`, hours
+    in [start, end): feeds borrowed GPU-hours, idle capacity and the daily chart."""
+    q = (select(UsageHourly.hour, UsageHourly.account, UsageHourly.tres, func.sum(UsageHourly.amount))
+         .where(UsageHourly.hour >= start, UsageHourly.hour < end, UsageHourly.tres.like("gres/gpu%"))
+         .group_by(UsageHourly.hour, UsageHourly.account, UsageHourly.tres))
+    q = _filters(q, UsageHourly, accounts, users)
+    with store.tx() as s:
+        return [(int(h), a, t, float(v)) for h, a, t, v in s.execute(q)]
+
+
+def unrolled_in_period(store: Store, start: int, end: int) -> list[tuple[int, UsageRec]]:
+    """Usage records overlapping [start, end) that the rollup has not taken yet."""
+    q = (select(UsageRecord).outerjoin(RollupLedger, RollupLedger.usage_id == UsageRecord.id)
+         .where(RollupLedger.usage_id.is_(None), UsageRecord.end_time >= start,
+                UsageRecord.start_time < end).order_by(UsageRecord.id))
+    with store.tx() as s:
+        return [(r.id, from_row(UsageRec, r)) for r in s.scalars(q)]
+
+
+def iter_usage_minimal(store: Store, start: int, end: int, accounts: Iterable[str] | None = None,
+                       users: Iterable[str] | None = None,
+                       batch: int = 20000) -> Iterator[tuple[float, float, dict[str, Any], float]]:
+    """(start_time, end_time, tres, billing) of every usage record overlapping [start, end),
+    streamed (one transaction, read in batches)."""
+    q = (select(UsageRecord.start_time, UsageRecord.end_time, UsageRecord.tres, UsageRecord.billing)
+         .where(UsageRecord.end_time >= start, UsageRecord.start_time < end))
+    q = _filters(q, UsageRecord, accounts, users)
+    with store.tx() as s:
+        for part in s.execute(q.execution_options(yield_per=batch)).partitions():
+            yield from ((a, b, t, bl) for a, b, t, bl in part)
+
+
+def running_jobs(store: Store) -> list[dict[str, Any]]:
+    """RUNNING jobs with what the report needs: id, restarts, account, user, start_time,
+    tres_alloc, billing, node_list."""
+    q = (select(JobRow.id, JobRow.restarts, JobRow.account, JobRow.user, JobRow.start_time,
+                JobRow.tres_alloc, JobRow.billing, JobRow.node_list)
+         .where(JobRow.state == "RUNNING", JobRow.start_time.is_not(None)).order_by(JobRow.id))
+    with store.tx() as s:
+        return [dict(r._mapping) for r in s.execute(q)]
+
+
+# ------------------------------------------------------------------ efficiency
+_EFF_FIELDS = ("samples", "first_time", "last_time", "cpu_pct_sum", "cpu_pct_max", "rss_mb_max",
+               "gpu_samples", "gpu_util_sum", "gpu_util_max", "gpu_mem_max_mb", "gpu_zero_s", "gpu_zero_max_s")
+
+
+def get_efficiency(store: Store, job_id: int, run: int | None = None) -> dict[str, Any] | None:
+    """The efficiency aggregates of one run (default: the latest sampled run)."""
+    q = select(JobEfficiency).where(JobEfficiency.job_id == job_id)
+    q = q.where(JobEfficiency.run == run) if run is not None else q.order_by(JobEfficiency.run.desc())
+    with store.tx() as s:
+        r = s.scalars(q.limit(1)).first()
+        if r is None:
+            return None
+        return {"job_id": r.job_id, "run": r.run, **{f: getattr(r, f) for f in _EFF_FIELDS}}
+
+
+def update_efficiency(store: Store, job_id: int, run: int,
+                      merge: Callable[[dict[str, Any] | None], dict[str, Any]]) -> dict[str, Any]:
+    """Read-modify-write the aggregates of one run in one transaction: `merge(old or
+    None)` returns the new field values."""
+    with store.tx() as s:
+        row = s.get(JobEfficiency, (job_id, run), with_for_update=True)
+        old = None if row is None else {f: getattr(row, f) for f in _EFF_FIELDS}
+        new = merge(old)
+        if row is None:
+            s.add(JobEfficiency(job_id=job_id, run=run, **new))
+        else:
+            for f in _EFF_FIELDS:
+                setattr(row, f, new[f])
+        return {"job_id": job_id, "run": run, **new}
+
+
+
+def job_side_sums(store: Store, segments: list[tuple[int, int]], keys: list[str],
+                  accounts: Iterable[str] | None = None,
+                  users: Iterable[str] | None = None) -> dict[tuple[int, str], float]:
+    """Straight from the usage records (not the rollups): per (segment index, key) the
+    sum over runs of count x seconds of the run inside the segment, with the run cut to
+    whole seconds [floor(start), floor(end)) as the rollup does. `keys` are TRES names
+    of the records' `tres` plus "billing" (the billing column). One transaction."""
+    pg = store.engine.dialect.name == "postgresql"
+    fs = func.floor(UsageRecord.start_time) if pg else cast(UsageRecord.start_time, Integer)
+    fe = func.floor(UsageRecord.end_time) if pg else cast(UsageRecord.end_time, Integer)
+    out: dict[tuple[int, str], float] = {}
+    with store.tx() as s:
+        for idx, (a, b) in enumerate(segments):
+            lo = case((fs > a, fs), else_=a)
+            hi = case((fe < b, fe), else_=b)
+            secs = case((hi > lo, hi - lo), else_=0)
+            cols = []
+            for k in keys:
+                count = UsageRecord.billing if k == "billing" else UsageRecord.tres[k].as_float()
+                cols.append(func.sum(func.coalesce(count, 0.0) * secs))
+            if not cols:
+                continue
+            q = select(*cols).where(UsageRecord.end_time >= a, UsageRecord.start_time < b)
+            q = _filters(q, UsageRecord, accounts, users)
+            row = s.execute(q).one()
+            for k, v in zip(keys, row, strict=True):
+                out[(idx, k)] = float(v or 0.0)
+    return out
+
+
+def zero_gpu_runs(store: Store, min_zero_s: float, start: float, end: float) -> list[dict[str, Any]]:
+    """Runs of jobs active in [start, end) whose GPUs sat at 0 % for at least
+    `min_zero_s` seconds in one stretch, with the job's account and user, by job id."""
+    q = (select(JobEfficiency.job_id, JobEfficiency.run, JobEfficiency.gpu_zero_max_s, JobRow.account,
+                JobRow.user)
+         .join(JobRow, JobRow.id == JobEfficiency.job_id)
+         .where(JobEfficiency.gpu_zero_max_s >= min_zero_s, JobEfficiency.first_time < end,
+                JobEfficiency.last_time >= start)
+         .order_by(JobEfficiency.job_id, JobEfficiency.run))
+    with store.tx() as s:
+        return [dict(r._mapping) for r in s.execute(q)]
