@@ -120,8 +120,9 @@ alloc_node: str, alloc_sid: int   scontrol AllocNode:Sid= (submit host and sbatc
 constraint: str | None (scontrol Features=); stdin: str (scontrol StdIn=) [/dev/null]
 Array jobs: every task is its own JOB_VIEW (id = its own job id, array_job_id = the master id,
 array_task_id = the index; the last task keeps the master id, the others take the ids after it).
-The daemon never collapses them: squeue collapses PENDING tasks of one array that share a reason
-into one `123_[4-7]` line (unless -r), as Slurm shows them.
+The daemon never collapses them: squeue and scontrol collapse the PENDING tasks of one array into
+one `123_[4-7]` record (unless squeue -r), showing the lowest task's reason, as Slurm shows its
+one master record; sacct does the same for pending task rows.
 
 ACCT_ROW (sacct): one row per job run and per step ("batch", "extern")
 ------------------------------------------------------------------------

@@ -279,12 +279,13 @@ def compress_ranges(nums):
 
 def fold_array_tasks(jobs):
     """Slurm shows the still-pending tasks of a job array as one row: fold JOB_VIEWs with
-    the same `array_job_id` that are PENDING for the same reason into one row at the place of the first,
+    the same `array_job_id` that are PENDING into one row at the place of the first (whose
+    reason it shows, as Slurm's one master record has one reason),
     with `display_id` `123_[0-3,7%2]` (`%N` from `array_max_running`), `array_task_str`
     `[0-3,7%2]`, `array_task_id` None and `id` = the array job id. One lone pending task
     prints as `123_[4]`, as Slurm does. Other rows are returned unchanged, in order."""
     def key(j):
-        return (j.get("array_job_id"), j.get("reason"))
+        return j.get("array_job_id")
     tasks = {}
     for j in jobs:
         if j.get("state") == "PENDING" and j.get("array_job_id") is not None and j.get("array_task_id") is not None:

@@ -377,8 +377,31 @@ def to_json(rows):
     return json.dumps({"meta": fmt.json_meta("openapi/dbv0.0.38"), "errors": [], "jobs": out}, indent=2) + "\n"
 
 
+def fold_pending_tasks(rows):
+    """Pending array tasks (`123_4` rows in state PENDING, never run) print as one
+    `123_[4-7]` row, as Slurm keeps them in one master record; other rows unchanged."""
+    tasks = {}
+    for r in rows:
+        base, sep, task = str(r.get("job_id") or "").partition("_")
+        if sep and task.isdigit() and r.get("state") == "PENDING":
+            tasks.setdefault(base, []).append(int(task))
+    if not tasks:
+        return rows
+    out, done = [], set()
+    for r in rows:
+        base, sep, task = str(r.get("job_id") or "").partition("_")
+        if not (sep and task.isdigit() and r.get("state") == "PENDING"):
+            out.append(r)
+        elif base not in done:
+            done.add(base)
+            jid = f"{base}_[{fmt.compress_ranges(tasks[base])}]"
+            out.append(dict(r, job_id=jid, job_id_raw=base))
+    return out
+
+
 def render(rows, opts):
     """Output text for fetched rows and parsed options."""
+    rows = fold_pending_tasks(rows)
     if opts.get("allocations"):
         rows = [r for r in rows if "." not in str(r.get("job_id") or "")]
     if opts.get("json"):

@@ -193,3 +193,9 @@ def test_json(daemon, capsys):
     assert [s["step"]["id"] for s in j[3]["steps"]] == ["3.batch"]
     assert j[15]["exit_code"] == {"status": "SIGNALED", "return_code": 0, "signal": {"signal_id": 53}}
     assert j[99]["state"]["current"] == "CANCELLED" and j[99]["time"]["start"] == 0
+
+
+def test_pending_array_tasks_fold(daemon, capsys):
+    daemon.records = [row("3_0", "arr", "RUNNING", start="2026-11-30T14:39:24")] + \
+        [row(f"3_{k}", "arr", "PENDING", alloc="") for k in (1, 2, 3, 5)] + [row("4", "x", "PENDING", alloc="")]
+    assert run(daemon, ["-P", "-n", "-o", "JobID,State"], capsys)[1] == "3_0|RUNNING\n3_[1-3,5]|PENDING\n4|PENDING\n"
