@@ -1,0 +1,40 @@
+"""Team quotas on the running dev cluster: training borrows every idle card, notebooks
+comes back and reclaims its quota within seconds; the victims get SIGTERM, are
+requeued with the same id, and sacct shows both runs."""
+
+import os
+import time
+from pathlib import Path
+
+from batchd.cli.client import request
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_training_borrows_then_notebooks_reclaims(cluster):
+    cluster.run("batchd", "apply", str(ROOT / "examples" / "accounts-16gpu.toml"))
+    # 2 nodes x 4 GPUs here: training fills all 8 cards with 1-GPU jobs that log SIGTERM
+    script = "#!/bin/bash\ntrap 'echo got-term; exit 143' TERM\necho start $SLURM_RESTART_COUNT\nsleep 300 & wait\n"
+    train = [cluster.submit("-A", "training", "--gres=gpu:1", "--requeue", "-J", f"t{i}", input=script)
+             for i in range(8)]
+    for j in train:
+        cluster.wait(j, ("RUNNING",))
+    nb = [cluster.submit("-A", "notebooks", "--gres=gpu:1", "--wrap", "sleep 300") for _ in range(2)]
+    t0 = time.time()
+    for j in nb:
+        cluster.wait(j, ("RUNNING",), timeout=30)
+    took = time.time() - t0
+    assert took < 20, took
+    os.environ["BATCHD_SOCKET"] = cluster.sock
+    jobs = {j["id"]: j for j in request("GET", "/v1/jobs", query={"all": "1"})["jobs"]}
+    victims = [j for j in train if jobs[j]["restarts"] == 1]
+    assert len(victims) == 2, {j: (jobs[j]["state"], jobs[j]["restarts"]) for j in train}
+    for v in victims:
+        assert jobs[v]["state"] == "PENDING"
+        out = (cluster.root / f"slurm-{v}.out").read_text()
+        assert "got-term" in out, out
+    # the newest borrowed jobs are the victims (KAI's victim order)
+    assert sorted(victims) == sorted(train)[-2:]
+    rows = request("GET", "/v1/accounting", query={"ids": str(victims[0]), "duplicates": "1"})["records"]
+    states = [r["state"] for r in rows if r["step"] is None]
+    assert states[0] in ("PREEMPTED", "REQUEUED") and states[-1] == "PENDING", states
