@@ -31,7 +31,7 @@ it has forked) and `PWD`/`SHLVL` (the shell's).
 
 `expand_pattern(pattern, job, node, task=0)` expands `%j %J %x %u %A %a %b %N %n %r %s
 %t %%` with zero padding (`%3a`), as `-o`/`-e`/`-i` do; a pattern containing a
-backslash is taken literally (backslashes removed). `default_output(job)` is
+backslash is taken literally (backslashes removed), and `none` is /dev/null. `default_output(job)` is
 `slurm-%j.out`, or `slurm-%A_%a.out` for an array task.
 """
 
@@ -244,6 +244,8 @@ def default_output(job: dict) -> str:
 
 def expand_pattern(pattern: str, job: dict, node: str, task: int = 0) -> str:
     """Expand Slurm's filename pattern codes (module docstring) for the batch step."""
+    if pattern == "none":
+        return "/dev/null"
     if "\\" in pattern:
         return pattern.replace("\\", "")
     jid = int(job["id"])

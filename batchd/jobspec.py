@@ -20,7 +20,8 @@ clock, no logging.
      # optional:
      "def_mem_per_cpu_mb": int (default 1024, Slurm's DefMemPerCPU of the reference cluster),
      "billing_weights": str (TRESBillingWeights; default: billing = CPUs),
-     "max_array_size": int (default 1001), "job_requeue": bool (default True)}
+     "max_array_size": int (default 1001), "job_requeue": bool (default True),
+     "user_is_admin": bool (may use a negative --nice; root always may)}
 
 Result (all counts per task unless named otherwise)::
 
@@ -306,6 +307,9 @@ def resolve(spec: dict, cluster: dict, user: str, uid: int,
         totals["gres/shard"] = gpu_total
     tres_req, bill = _tres(cluster, totals)
     per_task = {k: (int(v) if float(v).is_integer() else v) for k, v in per_task.items()}
+    if int(spec.get("nice") or 0) < 0 and uid != 0 and not cluster.get("user_is_admin"):
+        # only operators may raise a job's priority with a negative nice
+        raise _reject("Invalid nice value", "InvalidNice")
     requeue = spec.get("requeue")
     if requeue is None:
         requeue = bool(cluster.get("job_requeue", True))

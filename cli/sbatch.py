@@ -204,6 +204,27 @@ def read_env_file(path):
     return out
 
 
+def split_quoted(text):
+    """Split an --export list at commas outside quotes; quotes are removed
+    (`A='x,y',B` -> ["A=x,y", "B"]), as Slurm's find_quote_token."""
+    out, cur, quote = [], [], None
+    for ch in text:
+        if quote:
+            if ch == quote:
+                quote = None
+            else:
+                cur.append(ch)
+        elif ch in "'\"":
+            quote = ch
+        elif ch == ",":
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    out.append("".join(cur))
+    return [t for t in out if t]
+
+
 def job_environment(export, environ, export_file=None):
     """The environment the job starts from (before the daemon adds SLURM_* output
     variables), following Slurm's --export rules; see the module docstring."""
@@ -221,7 +242,7 @@ def job_environment(export, environ, export_file=None):
         env.update(slurm_vars)
     else:
         picked = {}
-        for tok in raw.split(","):
+        for tok in split_quoted(raw):
             if tok.upper() == "ALL":
                 picked.update(environ)
             elif "=" in tok:

@@ -167,3 +167,13 @@ def test_time_min_over_limit_and_qos_wall():
     c = dict(CLUSTER, qos={"normal": {"max_wall_s": 3600}})
     with pytest.raises(SubmitError, match="Requested time limit is invalid"):
         jobspec.resolve(base_spec(time_limit_s=7200), c, "root", 0)
+
+
+def test_output_none_is_dev_null():
+    assert jobenv.expand_pattern("none", JOB, "n") == "/dev/null"
+
+
+def test_negative_nice_needs_operator():
+    with pytest.raises(SubmitError, match="^Invalid nice value$"):
+        jobspec.resolve(base_spec(nice=-5), CLUSTER, "bob", 1002)
+    assert jobspec.resolve(base_spec(nice=-5), CLUSTER, "root", 0)["nice"] == -5

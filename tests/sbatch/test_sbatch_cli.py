@@ -150,3 +150,9 @@ def test_help_and_usage(monkeypatch, capsys, daemon):
     assert rc == 0 and out.startswith("Usage: sbatch") and "--gpus-per-task" in out
     rc, out, _ = run(["--usage"], daemon, monkeypatch, capsys)
     assert rc == 0 and out.startswith("Usage: sbatch")
+
+
+def test_export_quoted_values():
+    assert sbatch.split_quoted("A='x,y',B,\"C=1,2\"") == ["A=x,y", "B", "C=1,2"]
+    env = sbatch.job_environment("A='x,y',B", {"B": "b"})
+    assert env["A"] == "x,y" and env["B"] == "b"
