@@ -105,7 +105,7 @@ def _exec_job(req: LaunchRequest, script: str, go_r: int, err_w: int) -> None:
         flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if req.open_mode == "append" else os.O_TRUNC)
         paths = [os.path.join(req.workdir, p) for p in (req.stdout, req.stderr or req.stdout)]
         try:
-            fin = os.open(req.stdin or "/dev/null", os.O_RDONLY)
+            fin = os.open(os.path.join(req.workdir, req.stdin or "/dev/null"), os.O_RDONLY)
         except OSError as exc:
             fail(f"couldn't open input file {req.stdin}: {exc.strerror}")
         try:
@@ -151,6 +151,7 @@ class Supervisor:
         self.limit_at: float | None = None  # monotonic time of the time limit
         self.sig_at: float | None = None  # monotonic time of --signal's signal
         self.signal_sent = False
+        self.reaped = False  # the batch shell has been waited for
         self.error = b""
         self.peak_rss_kb = 0
 
@@ -176,14 +177,18 @@ class Supervisor:
         """`sig` to the batch shell only, or to its process group and every other
         descendant (processes that left the group). Gone processes are ignored."""
         if batch_only:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.child, sig)
+            if not self.reaped:  # once reaped, its pid (and group id) may be reused
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(self.child, sig)
             return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.child, sig)
-        for proc in self._tree():
+        group_done = False
+        if not self.reaped:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.child, sig)
+                group_done = True
+        for proc in self._tree():  # as subreaper, every process of the job is in the tree
             with contextlib.suppress(ProcessLookupError, PermissionError, psutil.Error):
-                if os.getpgid(proc.pid) != self.child:
+                if not (group_done and os.getpgid(proc.pid) == self.child):
                     os.kill(proc.pid, sig)
 
     # ------------------------------------------------------------ requests
@@ -260,6 +265,7 @@ class Supervisor:
                 return None
             if info.si_pid == self.child:
                 _pid, status, rusage = os.wait4(self.child, 0)
+                self.reaped = True
                 return status, rusage
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(info.si_pid, 0)
