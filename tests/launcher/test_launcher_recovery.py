@@ -163,3 +163,31 @@ def test_list_runs_collect_and_purge(jobs):
 def test_poll_of_unknown_run_raises(jobs):
     with pytest.raises(FileNotFoundError):
         launcher.poll(jobs.spool, 12345, 0)
+
+
+def test_supervisor_that_cannot_start_raises_and_a_later_launch_runs_the_job(jobs, monkeypatch):
+    counter = jobs.workdir / "count"
+    req = jobs.request(COUNTING.format(counter=counter, secs=0))
+    real = sys.executable
+    monkeypatch.setattr(sys, "executable", "/bin/false")
+    with pytest.raises(launcher.LaunchError):
+        launcher.launch(req, jobs.spool)
+    assert launcher.poll(jobs.spool, req.job_id, 0).state == "LOST"
+    assert not counter.exists()
+    monkeypatch.setattr(sys, "executable", real)
+    info = launcher.launch(req, jobs.spool)
+    assert info.pid > 0 and jobs.wait(req).final_state == "COMPLETED"
+    assert counter.read_text() == "run\n"
+
+
+def test_unreadable_request_fails_before_start(jobs):
+    req = jobs.request("#!/bin/bash\ntrue\n")
+    os.makedirs(jobs.spool, exist_ok=True)
+    staging = launcher._write_staging(req, jobs.spool)
+    Path(staging, "request.json").write_text("{not json")
+    os.rename(staging, launcher.jobdir_path(jobs.spool, req.job_id, 0))
+    info = launcher.launch(req, jobs.spool)
+    status = launcher.poll(jobs.spool, req.job_id, 0)
+    assert info.pid == 0
+    assert status.state == "EXITED" and status.final_state == "FAILED"
+    assert "unreadable launch request" in status.error
