@@ -277,6 +277,22 @@ def compress_ranges(nums):
     return ",".join(ranges)
 
 
+def job_reason(job):
+    """A JOB_VIEW's reason, with Slurm's terminal reasons filled in where the daemon gave
+    none: FAILED with a non-zero exit status -> NonZeroExitCode, TIMEOUT -> TimeLimit,
+    OUT_OF_MEMORY -> OutOfMemory, NODE_FAIL -> NodeDown; otherwise the reason or `None`."""
+    reason = job.get("reason")
+    if reason not in (None, "", "None"):
+        return reason
+    state = job.get("state")
+    if state == "FAILED":
+        status, _, sig = (job.get("exit_code") or "0:0").partition(":")
+        if status not in ("", "0") and sig in ("", "0"):
+            return "NonZeroExitCode"
+    fixed = {"TIMEOUT": "TimeLimit", "OUT_OF_MEMORY": "OutOfMemory", "NODE_FAIL": "NodeDown"}
+    return fixed.get(state, "None")
+
+
 def fold_array_tasks(jobs):
     """Slurm shows the still-pending tasks of a job array as one row: fold JOB_VIEWs with
     the same `array_job_id` that are PENDING into one row at the place of the first (whose

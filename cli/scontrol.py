@@ -105,7 +105,7 @@ def job_lines(j, details=False):
         first,
         f"   UserId={g('user')}({g('uid')}) GroupId={g('group')}({g('gid')}) MCS_label=N/A",
         f"   Priority={g('priority') or 0} Nice={g('nice') or 0} Account={g('account')} QOS={g('qos')}",
-        f"   JobState={state} Reason={g('reason') or 'None'} Dependency={_null(g('dependency'))}",
+        f"   JobState={state} Reason={fmt.job_reason(j)} Dependency={_null(g('dependency'))}",
         f"   Requeue={1 if g('requeue') else 0} Restarts={g('restarts') or 0} BatchFlag=1 Reboot=0 "
         f"ExitCode={g('exit_code') or '0:0'}",
     ]

@@ -164,10 +164,11 @@ def job_value(job, key, now=None):
     if key == "state":
         return state
     if key == "reason":
-        return g("reason") or "None"
+        return fmt.job_reason(job)
     if key == "reason_list":
-        if state in REASON_STATES and (state == "PENDING" or g("reason") not in (None, "", "None")):
-            return f"({g('reason') or 'None'})"
+        reason = fmt.job_reason(job)
+        if state in REASON_STATES and (state == "PENDING" or reason != "None"):
+            return f"({reason})"
         return g("node_list") or ""
     if key == "time_used":
         return fmt.fmt_elapsed(g("run_time_s") or 0)

@@ -148,3 +148,13 @@ def test_pending_tasks_fold_into_one_row(daemon):
     assert render(daemon, ["-h", "-o", "%i %t"]).splitlines() == ["94_[0-1,4,8-9%2] PD", "94_2 R"]
     _split_array(daemon, [5])
     assert render(daemon, ["-h", "-o", "%i"]) == "94_[5]\n"
+
+
+@pytest.mark.parametrize("state,exit_code,reason,shown", [
+    ("FAILED", "1:0", None, "NonZeroExitCode"), ("FAILED", "0:9", "None", "None"),
+    ("FAILED", "0:53", "JobLaunchFailure", "JobLaunchFailure"), ("TIMEOUT", "0:0", None, "TimeLimit"),
+    ("COMPLETED", "0:0", None, "None"), ("PENDING", "0:0", "Priority", "Priority"),
+])
+def test_terminal_reasons(daemon, state, exit_code, reason, shown):
+    daemon.jobs = [dict(daemon.jobs[0], state=state, exit_code=exit_code, reason=reason)]
+    assert render(daemon, ["-h", "-t", "all", "-o", "%r"]) == shown + "\n"
