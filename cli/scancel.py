@@ -136,9 +136,8 @@ def build_request(opts, ids):
             sig = parse_signal(opts["signal"])
         except ValueError:
             raise OptionError(f"{PROG}: error: Invalid job signal: {opts['signal']}", 1) from None
-    batch = bool(opts.get("batch"))
-    if opts.get("full") and sig is None:
-        sig = int(_signal.SIGKILL) if batch else None
+    # --full signals the batch shell and every step: batchd's job is its batch shell's group
+    batch = bool(opts.get("batch")) and not opts.get("full")
     return {"ids": [i.split(".")[0] for i in ids], "filters": filters, "signal": sig, "batch_only": batch}
 
 

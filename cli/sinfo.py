@@ -9,6 +9,7 @@ is the width of the longest partition name (at least the header's).
 
 import json
 import sys
+import time
 
 from batchd.cli import fmt
 from batchd.cli.options import Opt, OptionError, parse
@@ -339,7 +340,7 @@ def render(nodes, partitions, opts, now=None):
         lines.append(fmt.render_percent(items, lambda c, vals=vals, ns=ns:
                                         vals[c] if c in vals else aggregate_value(c, ns)))
     text = "".join(x + "\n" for x in lines)
-    if opts.get("long") and header:
+    if header and (opts.get("long") or opts.get("iterate")):
         text = fmt.banner_time(now) + "\n" + text
     return text
 
@@ -389,12 +390,23 @@ def main(argv=None):
     except OptionError as e:
         sys.stderr.write(e.message + "\n")
         return e.exit_code
-    reply = fmt.daemon_call(PROG, "GET", "/v1/nodes", error_prefix="slurm_load_partitions")
-    if opts.get("json"):
-        fmt.write(to_json(reply.get("nodes", []), reply.get("partitions", [])))
-        return 0
-    fmt.write(render(reply.get("nodes", []), reply.get("partitions", []), opts))
-    return 0
+    iterate = opts.get("iterate")
+    if iterate is not None and (not iterate.isdigit() or int(iterate) <= 0):
+        sys.stderr.write(f"{PROG}: error: --iterate={iterate} must be a positive integer\n")
+        return 1
+    while True:
+        reply = fmt.daemon_call(PROG, "GET", "/v1/nodes", error_prefix="slurm_load_partitions")
+        if opts.get("json"):
+            fmt.write(to_json(reply.get("nodes", []), reply.get("partitions", [])))
+        else:
+            fmt.write(render(reply.get("nodes", []), reply.get("partitions", []), opts))
+        if not iterate:
+            return 0
+        try:
+            time.sleep(int(iterate))
+        except KeyboardInterrupt:
+            return 0
+        fmt.write("\n")
 
 
 if __name__ == "__main__":

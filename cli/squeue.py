@@ -429,7 +429,7 @@ def render(jobs, opts, now=None):
             f = START_FORMAT if start else (LONG_FORMAT if opts.get("long") else DEFAULT_FORMAT)
         lines = format_percent(jobs, f, header, now)
     text = "".join(line + "\n" for line in lines)
-    if opts.get("long") and header:
+    if header and (opts.get("long") or opts.get("iterate") or opts.get("verbose")):
         text = fmt.banner_time(now) + "\n" + text
     return text
 
