@@ -68,22 +68,28 @@ class Agent:
                 ended += 1
             elif j.action:
                 self._forward(j)
-        # runs left in the spool that the store no longer shows running: the store
-        # already has their end (written before collect), so only mark them collected
+        # runs in the spool that the store no longer shows running here: the store gave
+        # up on them (cancelled, or NODE_FAIL while this agent was away and requeued).
+        # A live one is killed; an ended one is recorded unless the store has its end.
         for job_id, run in launcher.list_runs(self.spool):
             if (job_id, run) in live:
                 continue
+            st = launcher.poll(self.spool, job_id, run)
+            if st.state == "RUNNING":
+                if self._sent.get((job_id, run)) != "orphan":
+                    log.warning("killing a run the store gave up on job_id=%s run=%s", job_id, run)
+                    launcher.terminate(self.spool, job_id, run, "node_fail", grace_s=0)
+                    self._sent[(job_id, run)] = "orphan"
+                continue
             if self.store.has_usage(job_id, run):
                 launcher.collect(self.spool, job_id, run)
+                self._sent.pop((job_id, run), None)
+                continue
+            job = self.store.get_job(job_id)
+            if job is not None:
+                self._finish(job, st, lost=st.state == "LOST")
             else:
-                job = self.store.get_job(job_id)
-                if job is None or job.restarts != run or job.state != "RUNNING":
-                    st = launcher.poll(self.spool, job_id, run)
-                    if st.state == "RUNNING":
-                        # the store gave up on this run (e.g. cancelled while we were down)
-                        launcher.terminate(self.spool, job_id, run, "cancel", grace_s=0)
-                    elif job is not None:
-                        self._finish(job, st, orphan=True)
+                launcher.collect(self.spool, job_id, run)
         return ended
 
     # ------------------------------------------------------------------ launch
@@ -153,7 +159,7 @@ class Agent:
         state = {"cancel": "CANCELLED", "preempt": "PREEMPTED", "requeue": "REQUEUED"}[j.action or "cancel"]
         self._record(j, state, 0, 0, j.start_time or now, now, None)
 
-    def _finish(self, j: Job, st: launcher.RunStatus, lost: bool = False, orphan: bool = False) -> None:
+    def _finish(self, j: Job, st: launcher.RunStatus, lost: bool = False) -> None:
         now = time.time()
         if lost:
             state, code, sig = "NODE_FAIL", 0, 0

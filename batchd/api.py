@@ -43,6 +43,8 @@ ROUTES: dict[tuple[str, str], Handler] = {
     ("GET", "/v1/accounting"): lambda s, c, q, b: s.accounting(c, q),
     ("GET", "/v1/nodes"): lambda s, c, q, b: s.nodes(),
     ("GET", "/v1/snapshot"): lambda s, c, q, b: s.snapshot(),
+    ("GET", "/v1/controller"): lambda s, c, q, b: s.controller_status(),
+    ("POST", "/v1/nodes/state"): lambda s, c, q, b: s.set_node_state(c, b or {}),
     ("GET", "/v1/accounts"): lambda s, c, q, b: accounts.to_doc(s.store.list_accounts(),
                                                                 s.store.list_associations()),
     ("POST", "/v1/accounts/apply"): lambda s, c, q, b: accounts.apply_doc(s, c, (b or {}).get("doc") or {},

@@ -85,7 +85,7 @@ class Daemon:
         self.notifier = Notifier(cfg.db_url(), lambda _payload: self.wake_event.set())
         self.controller = Controller(cfg, self.store)
         self.service = Service(cfg, self.store, wake=self.wake, snapshot=self.controller.snapshot)
-        self.service.controller_status = self.controller_status  # type: ignore[attr-defined]
+        self.service.controller_status = self.controller_status  # type: ignore[method-assign]
         self.agent = Agent(cfg, self.store, self.node_names, on_change=self.wake_event.set)
         self.api: ApiServer | None = None
         self._scheduler: Any = None

@@ -195,6 +195,28 @@ class Service:
         running = self.store.list_jobs(states=["RUNNING"])
         return views.node_views(self.store.list_nodes(), running, self.cfg)
 
+    def controller_status(self) -> dict[str, Any]:
+        """Who holds the controller role (replaced by the daemon, which knows)."""
+        return {"node": None, "pid": None, "since": None}
+
+    def set_node_state(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        """`batchd node drain|resume|down NAME --reason`: admins only; audited. DRAIN takes
+        no new jobs while running ones finish; RESUME makes the node schedulable again."""
+        if not self.is_admin(caller):
+            raise PermissionDenied("only an administrator may change a node's state")
+        name, action = body.get("node"), body.get("action")
+        states = {"drain": "DRAIN", "resume": "IDLE", "down": "DOWN"}
+        if action not in states:
+            raise InvalidRequest(f"unknown node action {action!r} (drain, resume, down)")
+        reason = body.get("reason") or None
+        if action in ("drain", "down") and not reason:
+            raise InvalidRequest("a reason is required (--reason)")
+        if not self.store.set_node_state(str(name), states[action], None if action == "resume" else reason,
+                                         caller.uid):
+            raise NotFound(f"Invalid node name specified: {name}")
+        self.wake()
+        return {"node": name, "state": states[action]}
+
     # ------------------------------------------------------------------ changes
     def _owned(self, caller: Caller, ids: list[str], verb: str) -> tuple[list[Job], list[dict[str, str]]]:
         jobs, errors = [], []

@@ -34,6 +34,12 @@ def _pg_url(base: str, dbname: str) -> str:
     return f"{head}/{dbname}"
 
 
+@pytest.fixture(scope="session")
+def pg_base_url():
+    """URL of a PostgreSQL database to create test databases from, or None."""
+    return _pg_base()
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db_url(request, tmp_path):
     """A URL to an empty database of each backend (PostgreSQL: a fresh database,
