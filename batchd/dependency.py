@@ -237,3 +237,22 @@ def describe(dep: dict | None, results: list[str]) -> str:
             continue
         parts.append(format_item(it) + ("(failed)" if r == "never" else "(unfulfilled)"))
     return sep.join(parts) if parts else "(null)"
+
+
+def status(dep: dict | None, lookup_state: Lookup, *, job_id: int | None = None, task_id: int | None = None,
+           singleton_jobs: Iterable[tuple[int, str]] = (), lookup_start: Lookup | None = None,
+           now: float | None = None) -> tuple[str, str]:
+    """(verdict, squeue text) in one pass: `evaluate`'s verdict and `describe`'s
+    `Dependency=` text (`(null)` once everything is satisfied), for the controller to
+    store on the job so that squeue `%E` and scontrol show what Slurm shows."""
+    if not dep:
+        return "satisfied", "(null)"
+    res = item_results(dep, lookup_state, job_id=job_id, task_id=task_id, singleton_jobs=singleton_jobs,
+                       lookup_start=lookup_start, now=now)
+    if dep["op"] == "or":
+        verdict = "satisfied" if "satisfied" in res else ("never" if all(r == "never" for r in res) else "pending")
+    else:
+        verdict = "never" if "never" in res else ("satisfied" if all(r == "satisfied" for r in res) else "pending")
+    if not res:
+        verdict = "satisfied"
+    return verdict, ("(null)" if verdict == "satisfied" else describe(dep, res))

@@ -173,3 +173,16 @@ def test_check_known():
         dependency.check_known(dependency.parse("afterok:99"), known)
     with pytest.raises(dependency.DependencyError):
         dependency.check_known(dependency.parse("afterany:3"), known, job_id=3)
+
+
+def test_status_as_squeue_shows_it():
+    st = {63: "RUNNING", 65: "FAILED", 1: "COMPLETED"}
+    lookup = lambda j, t: st.get(j)  # noqa: E731
+    assert dependency.status(dependency.parse("afterany:63:65"), lookup) == \
+        ("pending", "afterany:63(unfulfilled)")
+    assert dependency.status(dependency.parse("afterok:65"), lookup) == ("never", "afterok:65(failed)")
+    assert dependency.status(dependency.parse("afterok:1"), lookup) == ("satisfied", "(null)")
+    assert dependency.status(dependency.parse("afterok:65?afterok:1"), lookup) == ("satisfied", "(null)")
+    assert dependency.status(None, lookup) == ("satisfied", "(null)")
+    assert dependency.status(dependency.parse("singleton"), lookup, job_id=70,
+                             singleton_jobs=[(69, "PENDING")]) == ("pending", "singleton(unfulfilled)")
