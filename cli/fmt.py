@@ -144,12 +144,14 @@ def parse_when(text, now=None):
     if m:
         y, mo, d, hh, mm, ss = (int(x) if x else 0 for x in m.groups())
         return time.mktime((y, mo, d, hh, mm, ss, 0, 0, -1))
-    m = re.match(r"^(\d{1,2})/(\d{1,2})(?:/(\d{2,4}))?$", t)
-    if m:
+    m = re.match(r"^(\d{1,2})[/.](\d{1,2})(?:[/.](\d{2,4}))?(?:-(\d{1,2}):(\d{2})(?::(\d{2}))?)?$", t) or \
+        re.match(r"^(\d{2})(\d{2})(\d{2})?()()()$", t)
+    if m:  # MM/DD[/YY][-HH:MM[:SS]], MM.DD[.YY], MMDD[YY]
         y = int(m.group(3)) if m.group(3) else lt.tm_year
         if y < 100:
             y += 2000
-        return time.mktime((y, int(m.group(1)), int(m.group(2)), 0, 0, 0, 0, 0, -1))
+        hh, mm, ss = (int(x) if x else 0 for x in m.groups()[3:])
+        return time.mktime((y, int(m.group(1)), int(m.group(2)), hh, mm, ss, 0, 0, -1))
     m = re.match(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$", t)
     if m:
         return midnight + int(m.group(1)) * 3600 + int(m.group(2)) * 60 + int(m.group(3) or 0)

@@ -93,6 +93,8 @@ def test_parse_when(utc):
     assert fmt.parse_when("midnight", now) == ts("2026-11-30T00:00:00")
     assert fmt.parse_when("12:30", now) == ts("2026-11-30T12:30:00")
     assert fmt.parse_when("11/29", now) == ts("2026-11-29T00:00:00")
+    assert fmt.parse_when("11/29/25-08:30", now) == ts("2025-11-29T08:30:00")
+    assert fmt.parse_when("112925", now) == fmt.parse_when("11.29.25", now) == ts("2025-11-29T00:00:00")
     with pytest.raises(ValueError):
         fmt.parse_when("someday", now)
 
