@@ -107,7 +107,9 @@ class Inventory:
         - `"numa"`: NUMA node (int or None); `"cpus"`: ideal CPU ids;
         - `"links"`: `{"nvlink": [n per GPU index, -1 self], "nvlink_p2p": [bool per index],
           "pcie": [level per index, 0 self]}` (rows of the inventory's matrices);
-        - per MIG device: `"slices"`, `"parent_slices"`, `"memory_mb"`.
+        - per MIG device: `"slices"`, `"parent_slices"`, `"memory_mb"`; on a GPU in MIG
+          mode also `"slices"`: the whole GPU's slice count (the snapshot's extension read
+          by `batchd.scheduler.snapshot` for the `gres/gpu` share).
 
         A GPU in MIG mode lists its MIG devices and is never to be handed out whole; one in
         MIG mode with no MIG device is left out (it can run nothing until an admin creates
@@ -117,7 +119,7 @@ class Inventory:
         for g in self.gpus:
             if g.mig_mode and not g.mig:
                 continue
-            out.append({
+            d: dict[str, Any] = {
                 "index": g.index, "uuid": g.uuid, "type": g.type,
                 "mig": [{"profile": m.profile, "uuid": m.uuid, "slices": m.slices,
                          "parent_slices": m.parent_slices, "memory_mb": m.memory_mb}
@@ -126,7 +128,10 @@ class Inventory:
                 "links": {"nvlink": _row(self.nvlink, g.index),
                           "nvlink_p2p": _row(self.nvlink_p2p, g.index),
                           "pcie": _row(self.pcie, g.index)},
-            })
+            }
+            if g.mig:
+                d["slices"] = g.mig[0].parent_slices
+            out.append(d)
         return out
 
 

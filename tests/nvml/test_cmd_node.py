@@ -5,11 +5,11 @@ import socket
 
 import pynvml
 import pytest
-from batchd.cli import cmd_node
 from click.testing import CliRunner
 from fake_pynvml import FakeGpu, FakeMig, FakeNvml, h200
 
 from batchd import nvml as bn
+from batchd.cli import cmd_node
 
 
 @pytest.fixture

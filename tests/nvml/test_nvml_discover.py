@@ -179,7 +179,20 @@ def test_mig_on_with_instances_and_index_holes():
     snap = inv.to_snapshot_gpus()[0]
     assert snap["mig"][0] == {"profile": "1g.24gb", "uuid": "MIG-aaa", "slices": 1, "parent_slices": 4,
                               "memory_mb": 24320}
+    assert snap["slices"] == 4 and "slices" not in bn.discover(nvml=FakeNvml([h200(0)])).to_snapshot_gpus()[0]
     assert inv.to_dict()["gpus"][0]["mig"][1]["share"] == 0.5
+
+
+def test_snapshot_form_is_accepted_by_the_scheduler_snapshot_parser():
+    snapshot = pytest.importorskip("batchd.scheduler.snapshot")
+    inv = bn.discover({"NVIDIA RTX PRO 6000 Blackwell Server Edition": "rtxpro6000"},
+                      nvml=FakeNvml([h200(0), _rtx_mig()]))
+    snap = snapshot.load_snapshot({"version": 1, "nodes": [
+        {"name": "n0", "cpus": 16, "memory_mb": 65536, "state": "IDLE", "gpus": inv.to_snapshot_gpus()}],
+        "accounts": [{"name": "default", "parent": None}], "jobs": []})
+    slots = snap.nodes[0].slots
+    assert [(s.type, s.share, s.whole) for s in slots] == [("h200", 1.0, True), ("1g.24gb", 0.25, False),
+                                                            ("2g.48gb", 0.5, False)]
 
 
 def test_h200_mig_slurm_type_is_cut_at_the_first_dash_and_slices_from_max_count():
