@@ -19,8 +19,8 @@ Spool layout, one directory per run (`run` = restart count of the job)::
 
 The job directory is not writable by the job's user: the daemon trusts `exit.json`
 for accounting, so the user must not be able to forge it. The user can reach the script
-because the directory (and the spool directory, made 0711 when launch creates it) is
-searchable; the spool's own parents must be searchable too.
+because the directory and the spool directory are searchable (launch makes the spool
+searchable when root); the spool's own parents must be searchable too.
 
 A job is never started twice: the job directory is created by an atomic rename, and the
 supervisor only lets the job exec after `started.json` is on disk. Times are unix seconds
@@ -268,16 +268,27 @@ def supervisor_alive(jobdir: str, started: dict[str, Any] | None) -> bool:
 # ---------------------------------------------------------------- launch
 
 
-_warned_spools: set[str] = set()
+_checked_spools: set[str] = set()
 
 
-def _prepare_spool(spool_dir: str, uid: int) -> None:
-    """Create the spool (0711) if needed; warn once when other users' jobs cannot reach it."""
+def _prepare_spool(spool_dir: str) -> None:
+    """Create the spool (0711) if needed. When root, make it searchable by all (its
+    files stay unlistable and private), so that jobs of other users can exec their
+    script; warn once when a parent directory is not searchable."""
     os.makedirs(spool_dir, mode=0o711, exist_ok=True)
-    if os.geteuid() == 0 and uid != 0 and spool_dir not in _warned_spools \
-            and not os.stat(spool_dir).st_mode & 0o001:
-        _warned_spools.add(spool_dir)
-        log.warning("spool not searchable spool=%s: jobs of other users cannot read their script", spool_dir)
+    if os.geteuid() != 0 or spool_dir in _checked_spools:
+        return
+    _checked_spools.add(spool_dir)
+    mode = os.stat(spool_dir).st_mode
+    if mode & 0o011 != 0o011:
+        os.chmod(spool_dir, (mode & 0o7777) | 0o011)
+        log.info("spool made searchable spool=%s", spool_dir)
+    parent = os.path.dirname(os.path.abspath(spool_dir))
+    while parent != "/":
+        if not os.stat(parent).st_mode & 0o001:
+            log.warning("spool parent not searchable path=%s: jobs of other users cannot run", parent)
+            break
+        parent = os.path.dirname(parent)
 
 
 def _write_staging(req: LaunchRequest, spool_dir: str) -> str:
@@ -370,7 +381,7 @@ def launch(req: LaunchRequest, spool_dir: str) -> LaunchInfo:
     whose supervisor died before the job was let to exec is started (for the first time).
     Raises LaunchError when the supervisor cannot be brought up.
     """
-    _prepare_spool(spool_dir, req.uid)
+    _prepare_spool(spool_dir)
     jobdir = jobdir_path(spool_dir, req.job_id, req.run)
     if not os.path.isdir(jobdir):
         staging = _write_staging(req, spool_dir)

@@ -192,3 +192,13 @@ def test_daemon_not_root_runs_jobs_as_itself(jobs, users):
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == ["COMPLETED", "0o700"]
     assert (a.home / "nr.out").read_text() == f"{a.uid}\n"
+
+
+def test_private_spool_is_made_searchable_for_users_jobs(jobs, users):
+    a, _b, _extra = users
+    os.makedirs(jobs.spool, mode=0o700)  # as a daemon might create it
+    os.chmod(jobs.spool, 0o700)
+    status, out = _as(jobs, a, "#!/bin/bash\necho ran\n")
+    assert status.final_state == "COMPLETED", status.error
+    assert out == "ran\n"
+    assert os.stat(jobs.spool).st_mode & 0o777 == 0o711
