@@ -367,6 +367,10 @@ def discover(aliases: dict[str, str] | None = None, nvml: Any = None) -> Invento
             log.warning("gpu discovery: no GPUs: %s", inv.reason)
             return inv
         nvml = nvml_mod
+    if not hasattr(nvml, "nvmlDeviceGetMigDeviceHandleByIndex"):
+        # nvidia-ml-py3 (2017) and old pynvml releases install the same module name
+        log.warning("gpu discovery: the pynvml at %s is too old for MIG (nvidia-ml-py3?); "
+                    "install nvidia-ml-py", getattr(nvml, "__file__", "?"))
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as e:

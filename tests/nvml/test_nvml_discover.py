@@ -283,3 +283,24 @@ def test_to_dict_is_json():
     d = json.loads(json.dumps(inv.to_dict()))
     assert d["count"] == 2 and d["driver"] == "580.159.04" and len(d["gpus"]) == 2
     assert set(d) >= {"gpus", "count", "driver", "reason", "errors", "nvlink", "nvlink_p2p", "pcie"}
+
+
+
+class _Without:
+    """A binding lacking one function (as nvidia-ml-py3 lacks the MIG calls)."""
+
+    def __init__(self, inner, missing):
+        self._inner, self._missing = inner, missing
+
+    def __getattr__(self, name):
+        if name == self._missing:
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def test_old_binding_is_named_in_the_log(caplog):
+    fake = _Without(FakeNvml([h200(0, mig=None)]), "nvmlDeviceGetMigDeviceHandleByIndex")
+    with caplog.at_level(logging.WARNING, logger="batchd.nvml"):
+        inv = bn.discover(nvml=fake)
+    assert len(inv.gpus) == 1
+    assert any("too old for MIG" in r.getMessage() for r in caplog.records)
