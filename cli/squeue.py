@@ -475,13 +475,7 @@ def main(argv=None):
             opts["jobs"] = [x for x in opts["jobs"] if x] + [rest.pop(0)]
         if rest:  # squeue takes no other positional arguments
             raise OptionError(f"{PROG}: error: Unrecognized option: {rest[0]}\n"
-                              f"Usage: squeue [-A account] [--clusters names] [-i seconds] [--job jobid]\n"
-                              f"              [-n name] [-o format] [-p partitions] [--qos qos]\n"
-                              f"              [--reservation reservation] [--sort fields] [--start]\n"
-                              f"              [--step step_id] [-t states] [-u user_name] [--usage]\n"
-                              f"              [-L licenses] [-w nodes] [--federation] [--local]\n"
-                              f"              [--sibling] [--expand-patterns] [--json] [--yaml]\n"
-                              f"              [-ahjlrsv]", 1)
+                              f'Try "{PROG} --help" for more information', 1)
         for name, _w, _r in fmt.parse_field_list(opts.get("Format") or ""):
             if field_key(name) is None:
                 raise OptionError(f"Invalid job format specification: {name}", 1)

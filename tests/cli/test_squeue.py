@@ -158,3 +158,10 @@ def test_pending_tasks_fold_into_one_row(daemon):
 def test_terminal_reasons(daemon, state, exit_code, reason, shown):
     daemon.jobs = [dict(daemon.jobs[0], state=state, exit_code=exit_code, reason=reason)]
     assert render(daemon, ["-h", "-t", "all", "-o", "%r"]) == shown + "\n"
+
+
+def test_positional_argument_is_refused(daemon, capsys):
+    rc, out, err = run(["-o", "%i", "extra"], capsys)
+    assert (rc, out) == (1, "") and err.splitlines() == [
+        "squeue: error: Unrecognized option: extra", 'Try "squeue --help" for more information']
+    assert daemon.calls == []
