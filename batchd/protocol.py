@@ -28,9 +28,9 @@ GET  /v1/jobs?QUERY                -> {"jobs": [JOB_VIEW]} ; QUERY keys (all opt
                                    partitions, states, names, qos; `all=1` also returns finished
                                    jobs still in memory (squeue shows only PENDING/RUNNING/...).
 POST /v1/jobs/signal               body {"ids": [str], "filters": {users, accounts, names, states,
-                                   partitions, qos, nodes}, "signal": int | None, "batch_only": bool}
+                                   partitions, qos}, "signal": int | None, "batch_only": bool}
                                    (filters narrow the given ids, or select jobs when ids is empty;
-                                   "qos": QOS names, "nodes": host names a job must run on)
+                                   "qos": QOS names; scancel -w resolves nodes to ids itself)
                                    signal None = cancel. -> {"done": [str], "errors": [{"id", "message"}]}
 POST /v1/jobs/hold | /v1/jobs/release | /v1/jobs/requeue
                                    body {"ids": [str]} -> {"done": [...], "errors": [...]}

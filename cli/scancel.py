@@ -141,6 +141,24 @@ def build_request(opts, ids):
     return {"ids": [i.split(".")[0] for i in ids], "filters": filters, "signal": sig, "batch_only": batch}
 
 
+def resolve_nodes(body):
+    """`-w`: the daemon filters by owner, account, ... but not by node, so pick the jobs
+    running on those nodes here and send their ids (None when no job matches)."""
+    filters = dict(body["filters"])
+    wanted = set()
+    for n in filters.pop("nodes"):
+        wanted.update(fmt.expand_hostlist(n))
+    q = {k: ",".join(v) for k, v in filters.items()}
+    if body["ids"]:
+        q["ids"] = ",".join(body["ids"])
+    jobs = fmt.daemon_call(PROG, "GET", "/v1/jobs", query=q).get("jobs", [])
+    ids = [j.get("display_id") or str(j["id"]) for j in jobs
+           if wanted & set(fmt.expand_hostlist(j.get("node_list") or ""))]
+    if not ids:
+        return None
+    return dict(body, ids=ids, filters=filters)
+
+
 def report(reply, body, verbose, quiet=False):
     """Print the daemon's per-job result as scancel does; return the exit code."""
     rc = 0
@@ -193,6 +211,10 @@ def main(argv=None):
             else:
                 kind = "batch job" if body["batch_only"] else "job"
                 sys.stderr.write(f"{PROG}: Signal {body['signal']} to {kind} {i}\n")
+    if "nodes" in body["filters"]:
+        body = resolve_nodes(body)
+        if body is None:
+            return 0
     reply = fmt.daemon_call(PROG, "POST", "/v1/jobs/signal", body)
     return report(reply, body, verbose, bool(opts.get("quiet")))
 

@@ -74,3 +74,14 @@ def test_help(daemon, capsys):
         "Usage: scancel [OPTIONS] [job_id[_array_id][.step_id]]",
         "  -A, --account=account           act only on jobs charging this account",
         "  -b, --batch                     signal batch shell for specified job"]
+
+
+def test_nodelist_is_resolved_to_job_ids(daemon, capsys):
+    daemon.jobs[9]["node_list"] = "gpu[01-02]"   # job 85
+    assert run(["-w", "gpu02", "-u", "root"], capsys) == (0, "", "")
+    get, post = daemon.calls[-2], daemon.calls[-1]
+    assert get[:2] == ("GET", "/v1/jobs") and get[3] == {"users": "root"}
+    assert post[2] == {"ids": ["85"], "filters": {"users": ["root"]}, "signal": None, "batch_only": False}
+    daemon.calls.clear()
+    assert run(["-w", "nowhere"], capsys) == (0, "", "")
+    assert [c[1] for c in daemon.calls] == ["/v1/jobs"]   # nothing matched: nothing signalled
