@@ -17,7 +17,7 @@ from batchd.cli.options import Opt, OptionError, parse
 PROG = "sinfo"
 DEFAULT_FORMAT = "%#P %.5a %.10l %.6D %.6t %N"
 LONG_FORMAT = "%#P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %N"
-NODE_FORMAT = "%#N %.6D %#P %6t"
+NODE_FORMAT = "%#N %.6D %.#P %6t"
 NODE_LONG_FORMAT = "%#N %.6D %.#P %.11T %4c %.8z %.6m %.8d %.6w %.8f %20E"
 SUMMARY_FORMAT = "%#P %.5a %.10l %.16F %N"
 REASON_FORMAT = "%20E %9U %19H %N"

@@ -158,3 +158,14 @@ def test_sinfo_json(daemon, capsys):
     assert doc["nodes"][0]["name"] == "vm" and doc["nodes"][0]["state"] == "mixed"
     assert doc["nodes"][0]["alloc_cpus"] == 9 and doc["nodes"][0]["gres"] == "gpu:h200:4"
     assert [(p["name"], p["maximum_time"]) for p in doc["partitions"]] == [("gpu", "UNLIMITED"), ("debug", 60)]
+
+
+def test_sinfo_node_oriented_and_long(daemon):
+    assert sinfo_render(daemon, ["-N"]) == ("NODELIST   NODES PARTITION STATE \n"
+                                            "vm             1      gpu* mix   \n"
+                                            "vm             1     debug mix   \n")
+    lines = sinfo_render(daemon, ["-l"]).splitlines()
+    assert lines[1:] == [
+        "PARTITION AVAIL  TIMELIMIT   JOB_SIZE ROOT OVERSUBS     GROUPS  NODES       STATE NODELIST",
+        "gpu*         up   infinite 1-infinite   no       NO        all      1       mixed vm",
+        "debug        up    1:00:00 1-infinite   no       NO        all      1       mixed vm"]
