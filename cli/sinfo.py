@@ -8,6 +8,7 @@ is the width of the longest partition name (at least the header's).
 """
 
 import json
+import os
 import sys
 import time
 
@@ -316,7 +317,7 @@ def render(nodes, partitions, opts, now=None):
             lines.append("".join(fmt.cell(vals[c] if c in vals else aggregate_value(c, ns), w, r)
                                  for c, _, w, r in specs))
         return "".join(x + "\n" for x in lines)
-    f = opts.get("format")
+    f = opts.get("format") or os.environ.get("SINFO_FORMAT")
     if not f:
         if opts.get("reasons"):
             f = REASON_LONG_FORMAT if opts.get("long") else REASON_FORMAT

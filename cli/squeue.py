@@ -10,6 +10,7 @@ one row per task.
 
 import json
 import os
+import re
 import sys
 import time
 
@@ -22,6 +23,7 @@ LONG_FORMAT = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
 START_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
 STEPS_FORMAT = "%.15i %.8j %.9P %.8u %.9M %N"
 DEFAULT_SORT = "P,t,-p"
+JOB_ID_RE = re.compile(r"^\d+(?:_(?:\d+|\[[\d,\-:%]+\]))?(?:\.\w+)?$")
 ACTIVE = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "REQUEUED",
           "RESIZING", "SIGNALING", "STAGE_OUT", "REQUEUE_HOLD", "SPECIAL_EXIT", "STOPPED")
 # squeue %R prints "(reason)" instead of the node list for these states
@@ -371,6 +373,9 @@ def build_query(opts):
     (None = the daemon's default, active jobs only)."""
     q = {}
     jobs = _split(opts.get("jobs"))
+    for j in jobs:
+        if not JOB_ID_RE.match(j):
+            raise OptionError(f"{PROG}: error: Invalid job id: {j}", 1)
     users = _split(opts.get("users"))
     if opts.get("me"):
         users.append(fmt.current_user())

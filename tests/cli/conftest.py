@@ -24,7 +24,7 @@ WD = "/scratch/golden/scene"
 def utc(monkeypatch):
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()
-    for k in ("SQUEUE_FORMAT", "SQUEUE_FORMAT2", "SQUEUE_SORT", "SACCT_FORMAT"):
+    for k in ("SQUEUE_FORMAT", "SQUEUE_FORMAT2", "SQUEUE_SORT", "SACCT_FORMAT", "SINFO_FORMAT"):
         monkeypatch.delenv(k, raising=False)
     yield
     monkeypatch.undo()

@@ -127,6 +127,9 @@ def test_bad_options(daemon, capsys):
     assert rc == 1 and "Invalid job format specification: NoSuchField" in err
     rc, _, err = run(["-t", "nonsense"], capsys)
     assert rc == 1 and "Invalid job state specified: nonsense" in err
+    rc, _, err = run(["-j", "12,abc"], capsys)
+    assert rc == 1 and err == "squeue: error: Invalid job id: abc\n"
+    assert daemon.calls == []
 
 
 def _split_array(daemon, tasks, throttle=None):
@@ -165,3 +168,13 @@ def test_positional_argument_is_refused(daemon, capsys):
     assert (rc, out) == (1, "") and err.splitlines() == [
         "squeue: error: Unrecognized option: extra", 'Try "squeue --help" for more information']
     assert daemon.calls == []
+
+
+def test_environment_formats(daemon, monkeypatch):
+    monkeypatch.setenv("SQUEUE_FORMAT", "%i:%t")
+    monkeypatch.setenv("SQUEUE_SORT", "i")
+    assert render(daemon, ["-h"]).split()[:2] == ["84:R", "85:R"]
+    assert render(daemon, ["-h", "-o", "%j", "-S", "-Q"]).split()[0] == "nb-over"
+    monkeypatch.setenv("SQUEUE_FORMAT2", "JobID:4,State:3")
+    monkeypatch.delenv("SQUEUE_FORMAT")
+    assert render(daemon, ["-h"]).splitlines()[0] == "84  RUN"
