@@ -9,10 +9,10 @@ No I/O, no clock, no logging: time comes in as `snapshot.now`. Use:
 Modules: snapshot (input format and validation), fairshare (KAI division), state (the cycle's
 working state and statement), placement (gangs on nodes), ordering (queue and victim order),
 allocate (allocate pass, reasons), backfill (EASY reservations), evict (reclaim, preempt),
-decide (the cycle and the output).
+cycle (decide: the cycle and the output).
 """
 
-from .decide import PASSES, Decisions, decide
+from .cycle import PASSES, Decisions, decide
 from .snapshot import Snapshot, load_snapshot
 
 __all__ = ["PASSES", "Decisions", "Snapshot", "decide", "load_snapshot"]

@@ -143,23 +143,31 @@ def _pools_overlap(a: frozenset, b: set) -> bool:
 class Failures:
     """Per-account signatures of jobs that failed in a pass, for pruning and reasons."""
 
-    def __init__(self) -> None:
-        self.by_queue: dict[Any, list[tuple[tuple, tuple, str]]] = {}
+    def __init__(self, use_time: bool = False) -> None:
+        self.sigs: dict[tuple, list[tuple[tuple, str]]] = {}
+        self.use_time = use_time
+
+    def _flat(self, amounts: tuple) -> tuple:
+        tasks, per_task, time_limit, neg_prio = amounts
+        return (tasks, *per_task, neg_prio, time_limit if self.use_time else 0.0)
 
     def dominated(self, j: JobRT) -> str | None:
-        for shape, amounts, reason in self.by_queue.get(j.queue, ()):
-            if shape == j.shape and all(x >= y for x, y in zip(_flat(j.amounts), _flat(amounts), strict=True)):
+        lst = self.sigs.get((j.queue, j.shape))
+        if not lst:
+            return None
+        mine = self._flat(j.amounts)
+        for amounts, reason in lst:
+            for x, y in zip(mine, amounts, strict=True):
+                if x < y:
+                    break
+            else:
                 return reason
         return None
 
     def add(self, j: JobRT, reason: str) -> None:
-        lst = self.by_queue.setdefault(j.queue, [])
+        lst = self.sigs.setdefault((j.queue, j.shape), [])
         if len(lst) < 8:
-            lst.append((j.shape, j.amounts, reason))
-
-
-def _flat(amounts: tuple) -> tuple:
-    return (amounts[0], *amounts[1], amounts[2])
+            lst.append((self._flat(j.amounts), reason))
 
 
 def never_fits(s: Session, j: JobRT, cache: dict) -> str | None:
@@ -187,11 +195,30 @@ def never_fits(s: Session, j: JobRT, cache: dict) -> str | None:
     return out
 
 
+def _saturated(s: Session, min_cpu: float) -> bool:
+    """No idle GPU anywhere and no node with `min_cpu` idle CPUs: nothing more can start."""
+    for n in s.nodes:
+        if n.usable:
+            if n.cpu + 1e-9 >= min_cpu:
+                return False
+            for lst in n.free.values():
+                if lst:
+                    return False
+    return True
+
+
 def allocate_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], bf: Backfill | None) -> None:
-    """Start what fits, in queue order; set a reason for every job left pending."""
-    failures = Failures()
+    """Start what fits, in queue order; set a reason for every job left pending.
+
+    Once the cluster is saturated (no idle GPU, and no node with the CPUs of the smallest
+    GPU-less task) nothing else can start, so the remaining jobs get their reasons (and
+    reservations) in plain job order (QOS priority, multifactor priority, submit time, id)
+    without the queue-order walk."""
+    failures = Failures(use_time=bf is not None)
     waiting_pools: set = set()
     nf_cache: dict = {}
+    cpu_only = [j.cpu for j in jobs if not j.gpus_total and not j.started]
+    min_cpu = min(cpu_only) if cpu_only else float("inf")
 
     def skip(j: JobRT) -> bool:
         r = failures.dominated(j)
@@ -200,18 +227,8 @@ def allocate_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], bf: Ba
         reasons[j.id] = "Priority" if r in ("Resources", "Priority") else r
         return True
 
-    picker = PendingPicker(s, jobs, skip)
-    while True:
-        j = picker.pop()
-        if j is None:
-            break
-        status, val, usage = try_place(s, j, False, bf)
-        if status == OK:
-            s.start(j, val, [])
-            reasons.pop(j.id, None)
-            if bf is not None and usage is not None:
-                bf.consume(usage, bf.end_of(j))
-            continue
+    def fail(j: JobRT, status: str, val: Any) -> None:
+        nonlocal waiting_pools
         if status == LIMIT:
             reason = limit_reason(val)
         else:
@@ -223,3 +240,25 @@ def allocate_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], bf: Ba
                     bf.reserve(j, gpu_options(s, j))
         reasons[j.id] = reason
         failures.add(j, reason)
+
+    picker = PendingPicker(s, jobs, skip)
+    while True:
+        j = picker.pop()
+        if j is None:
+            return
+        status, val, usage = try_place(s, j, False, bf)
+        if status == OK:
+            s.start(j, val, [])
+            reasons.pop(j.id, None)
+            if bf is not None:
+                bf.started(j, usage)
+            continue
+        fail(j, status, val)
+        if _saturated(s, min_cpu):
+            break
+    rest = sorted((j for j in jobs if not j.started and j.id not in reasons), key=lambda j: j.sort_key)
+    for j in rest:
+        if skip(j):
+            continue
+        key = s.over_limit(j, j.R)
+        fail(j, LIMIT if key is not None else CAPACITY, key)

@@ -6,13 +6,15 @@ never ends) and earlier reservations hold theirs (from their T on). A lower job 
 now only if it does not delay any reservation: for every reservation with T before the lower
 job's own end (now + its time limit, or never), the lower job must fit in what that reservation
 leaves spare on each node. T is the job's planned start (`Decisions.planned_start`).
-At most `backfill_max_reservations` (policy, default 50) jobs get a reservation per cycle.
+At most `backfill_max_reservations` (policy, default 20) blocked jobs are examined per cycle
+(Slurm's bf_max_job_test); the others get no planned start.
 
 Capacities are count vectors per node (`gpu:TYPE`, `cpu`, `mem`, `shard`); see placement.py.
 """
 
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 from .placement import NodeRT, choose, per_task_vector
@@ -52,12 +54,43 @@ class Backfill:
     def __init__(self, s: Session, max_reservations: int):
         self.s = s
         self.max = max_reservations
+        self.attempts = 0
         self.res: list[Reservation] = []
         self.planned: dict[Any, float] = {}
+        self.events: list[tuple[float, int, NodeRT, dict[str, float], float]] | None = None
+        self._seq = 0
 
     def end_of(self, j: JobRT) -> float:
         tl = j.time_limit
         return INF if tl is None or tl <= 0 else self.s.now + tl
+
+    def _add_events(self, j: JobRT) -> None:
+        assert self.events is not None
+        if j.takes is None or j.end_time is None:
+            return
+        for tk in j.takes:
+            if not tk.node.usable:
+                continue
+            vec = {"cpu": tk.cpu + tk.cpu_rel, "mem": tk.mem + tk.mem_rel, "shard": tk.shard + tk.shard_rel}
+            g = 0.0
+            for sl in tk.slots():
+                vec["gpu:" + sl.type] = vec.get("gpu:" + sl.type, 0.0) + 1
+                g += 1
+            self._seq += 1
+            bisect.insort(self.events, (j.end_time, self._seq, tk.node, vec, g))
+
+    def started(self, j: JobRT, usage: dict[NodeRT, dict[str, float]] | None) -> None:
+        """A job started now: it uses spare room of the reservations it overlaps, and its end
+        (when known) releases resources for later reservations."""
+        end = self.end_of(j)
+        if usage is not None:
+            for r in self.res:
+                if r.t < end:
+                    for node, vec in usage.items():
+                        if node in r.spare:
+                            _sub(r.spare[node], vec)
+        if self.events is not None:
+            self._add_events(j)
 
     def constrain(self, caps: list[tuple[NodeRT, dict[str, float]]], end: float) -> list:
         """Cap each node's capacity by the spare room of the reservations a job ending at
@@ -78,48 +111,43 @@ class Backfill:
             out.append((node, c))
         return out
 
-    def consume(self, usage: dict[NodeRT, dict[str, float]], end: float) -> None:
-        for r in self.res:
-            if r.t < end:
-                for node, vec in usage.items():
-                    if node in r.spare:
-                        _sub(r.spare[node], vec)
-
     def reserve(self, j: JobRT, options: list[list[tuple[str, int]]]) -> None:
         """Find the job's planned start and hold the resources it will need then."""
-        if len(self.res) >= self.max or not options:
+        if self.attempts >= self.max or not options:
             return
+        self.attempts += 1
         s = self.s
+        if self.events is None:
+            self.events = []
+            for other in s.jobs:
+                if (other.running or other.started) and not other.evicted:
+                    self._add_events(other)
+        events = self.events
         nodes = [n for n in s.nodes if n.usable]
         avail = {n: n.caps(False) for n in nodes}
-        events: list[tuple[float, NodeRT, dict[str, float]]] = []
-        for other in s.jobs:
-            if other.takes is None or other.evicted or other.end_time is None:
-                continue
-            if not (other.running or other.started):
-                continue
-            for tk in other.takes:
-                if tk.node in avail:
-                    vec = {"cpu": tk.cpu + tk.cpu_rel, "mem": tk.mem + tk.mem_rel, "shard": tk.shard + tk.shard_rel}
-                    for sl in tk.slots():
-                        vec["gpu:" + sl.type] = vec.get("gpu:" + sl.type, 0.0) + 1
-                    events.append((other.end_time, tk.node, vec))
-        events.sort(key=lambda e: e[0])
+        gpu_avail = sum(v for c in avail.values() for k, v in c.items() if k.startswith("gpu:"))
+        cpu_avail = sum(c.get("cpu", 0.0) for c in avail.values())
+        need_cpu = j.cpu * j.tasks
         resv = sorted(self.res, key=lambda r: r.t)
         times = sorted({s.now} | {e[0] for e in events} | {r.t for r in resv})
         ei = 0
         ri = 0
         vecs = [per_task_vector(nd, j.cpu, j.mem, j.shard) for nd in options]
         need_gpus = j.gpus_total
+        placement = s.policy.get("placement", "pack")
         for t in times:
             while ei < len(events) and events[ei][0] <= t:
-                _add(avail[events[ei][1]], events[ei][2])
+                _add(avail[events[ei][2]], events[ei][3])
+                gpu_avail += events[ei][4]
+                cpu_avail += events[ei][3].get("cpu", 0.0)
                 ei += 1
             while ri < len(resv) and resv[ri].t <= t:
                 for node, u in resv[ri].used.items():
                     _sub(avail[node], u)
+                    gpu_avail -= sum(v for k, v in u.items() if k.startswith("gpu:"))
+                    cpu_avail -= u.get("cpu", 0.0)
                 ri += 1
-            if need_gpus and sum(v for c in avail.values() for k, v in c.items() if k.startswith("gpu:")) < need_gpus:
+            if gpu_avail < need_gpus or cpu_avail + 1e-9 < need_cpu:
                 continue
             later = [r for r in resv if r.t > t]
             caps = []
@@ -133,7 +161,7 @@ class Backfill:
                                 c[k] = v
                 caps.append((n, c))
             for vec in vecs:
-                plan = choose(caps, vec, j.tasks, j.nodes, j.tpn, s.policy.get("placement", "pack"))
+                plan = choose(caps, vec, j.tasks, j.nodes, j.tpn, placement)
                 if plan is None:
                     continue
                 used = {node: _scale(vec, k) for node, k in plan}

@@ -18,6 +18,8 @@ checkpoint of the session:
 
 The first valid scenario is committed; J starts `after` the victims whose resources it uses.
 
+Reclaim is about GPUs (DESIGN.md section 5): only a job asking for GPUs reclaims, and only jobs
+holding GPUs are its victims (KAI would also trade CPU-only jobs, as CPU quotas are unlimited).
 Who may reclaim: J's account must stay within its fair share with J in every resource, and a
 non-preemptible J within its quota. Victims: preemptible running jobs of other accounts that
 pass the coarse per-account filter (on the pair of accounts where the two paths diverge).
@@ -29,10 +31,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .allocate import OK, Failures, after_of, try_place
+from .allocate import OK, Failures, after_of, gpu_options, try_place
 from .fairshare import UNLIMITED, Queue
-from .ordering import PendingPicker, QueueOrder, VictimPicker, _cmpq
-from .state import EPS, JobRT, Session
+from .ordering import PendingPicker, QueueOrder, VictimPicker, _cmpq, victim_job_order
+from .placement import choose, give_back, per_task_vector
+from .state import EPS, GPU, JobRT, Session
 
 
 def _le_all(a: dict[str, float], b: dict[str, float], res: list[str]) -> bool:
@@ -156,18 +159,25 @@ def _saturation(alloc: float, fs: float) -> float:
     return alloc / fs
 
 
-def _gpu_slots(s: Session, jobs: list[JobRT], allow_rel: bool) -> int:
-    n = 0
+def _room(s: Session) -> list[float]:
+    """[GPU devices, CPUs, MiB] idle or releasing on usable nodes."""
+    g = c = m = 0.0
     for node in s.nodes:
         if node.usable:
-            n += sum(len(lst) for lst in node.free.values())
-            if allow_rel:
-                n += sum(len(lst) for lst in node.rel.values())
-    return n
+            g += sum(len(lst) for lst in node.free.values()) + sum(len(lst) for lst in node.rel.values())
+            c += node.cpu + node.cpu_rel
+            m += node.mem + node.mem_rel
+    return [g, c, m]
 
 
-def _victim_gpus(v: JobRT) -> int:
-    return sum(len(tk.idle_slots) + len(tk.rel_slots) for tk in (v.takes or []) if tk.node.usable)
+def _held(v: JobRT) -> list[float]:
+    g = c = m = 0.0
+    for tk in v.takes or []:
+        if tk.node.usable:
+            g += len(tk.idle_slots) + len(tk.rel_slots)
+            c += tk.cpu + tk.cpu_rel
+            m += tk.mem + tk.mem_rel
+    return [g, c, m]
 
 
 def _back_in_place(v: JobRT) -> bool:
@@ -182,11 +192,23 @@ def _back_in_place(v: JobRT) -> bool:
     return True
 
 
+class _Ordered:
+    def __init__(self, jobs: list[JobRT]):
+        self.it = iter(jobs)
+
+    def next(self) -> JobRT | None:
+        return next(self.it, None)
+
+
 class Solver:
-    def __init__(self, s: Session, mode: str):
+    """`idle_ok`: J may start on idle resources alone (only when the allocate pass did not run;
+    otherwise allocate already refused it those, e.g. for a backfill reservation)."""
+
+    def __init__(self, s: Session, mode: str, idle_ok: bool):
         self.s = s
         self.mode = mode
         self.order = QueueOrder(s)
+        self.idle_ok = idle_ok
 
     def _before(self, a: JobRT, b: JobRT) -> bool:
         qa, qb = leveled(a.queue, b.queue)
@@ -205,21 +227,53 @@ class Solver:
         s = self.s
         if not candidates:
             return False
+        key = s.over_limit(j, j.R)
+        if key is not None and (key.startswith("np:") or key == "qos" or self.mode == "reclaim"):
+            return False
+        if not self.idle_ok and self._may_fit(j, [], False):
+            return False
         check = Reclaimable(s, j) if self.mode == "reclaim" else None
-        vp = VictimPicker(s, candidates)
+        if len({v.queue for v in candidates}) == 1:
+            vp: VictimPicker | _Ordered = _Ordered(victim_job_order(candidates))
+        else:
+            vp = VictimPicker(s, candidates)
         acc: list[JobRT] = []
-        base = _gpu_slots(s, [], True)
-        extra = 0
+        room = _room(s)
+        need = [float(j.gpus_total), j.cpu * j.tasks, j.mem * j.tasks]
         while True:
             v = vp.next()
             if v is None:
                 return False
             acc.append(v)
-            extra += _victim_gpus(v)
-            if j.gpus_total and base + extra < j.gpus_total:
+            held = _held(v)
+            for i in range(3):
+                room[i] += held[i]
+            if any(room[i] + EPS < need[i] for i in range(3)):
+                continue
+            if not self._may_fit(j, acc):
                 continue
             if self._scenario(j, acc, check):
                 return True
+
+    def _may_fit(self, j: JobRT, acc: list[JobRT], allow_rel: bool = True) -> bool:
+        """Cheap count-only test: could J fit on idle (+ releasing) + these victims' resources?"""
+        caps = {n: n.caps(allow_rel) for n in self.s.nodes if n.usable}
+        for v in acc:
+            for tk in v.takes or []:
+                c = caps.get(tk.node)
+                if c is None:
+                    continue
+                for sl in tk.slots():
+                    c["gpu:" + sl.type] = c.get("gpu:" + sl.type, 0.0) + 1
+                c["cpu"] += tk.cpu + tk.cpu_rel
+                c["mem"] += tk.mem + tk.mem_rel
+                c["shard"] += tk.shard + tk.shard_rel
+        lst = list(caps.items())
+        for needs in gpu_options(self.s, j):
+            vec = per_task_vector(needs, j.cpu, j.mem, j.shard)
+            if choose(lst, vec, j.tasks, j.nodes, j.tpn, "pack") is not None:
+                return True
+        return False
 
     def _scenario(self, j: JobRT, acc: list[JobRT], check: Reclaimable | None) -> bool:
         s = self.s
@@ -231,8 +285,6 @@ class Solver:
         if first:
             s.rollback(cp)
             rest = [v for v in acc if v not in first]
-            if not rest:
-                return False
             for v in rest:
                 s.evict(v, self.mode, j)
         else:
@@ -243,20 +295,23 @@ class Solver:
             return False
         unneeded = [v for v in rest if _back_in_place(v)]
         if unneeded:
-            from .placement import give_back
             for tk in reversed(takes):
                 give_back(tk)
             s.rollback(cp)
             rest = [v for v in rest if v not in unneeded]
-            if not rest:
-                return False
             for v in rest:
                 s.evict(v, self.mode, j)
             status, takes, _ = try_place(s, j, True)
             if status != OK:
                 s.rollback(cp)
                 return False
-        s.start(j, takes, after_of(takes))
+        after = after_of(takes)
+        if not rest and not after and not self.idle_ok:
+            for tk in reversed(takes):
+                give_back(tk)
+            s.rollback(cp)
+            return False
+        s.start(j, takes, after)
         relocated = []
         pending = list(rest)
         while pending:
@@ -277,18 +332,28 @@ def _running_victims(s: Session) -> list[JobRT]:
     return [v for v in s.running if v.preemptible and not v.evicted and not v.started and v.takes]
 
 
-def reclaim_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str]) -> None:
+def reclaim_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], idle_ok: bool) -> None:
     failures = Failures()
-    solver = Solver(s, "reclaim")
-    picker = PendingPicker(s, [j for j in jobs if not j.started])
+    solver = Solver(s, "reclaim", idle_ok)
+    cands = [j for j in jobs if not j.started and j.R.get(GPU)]
+    min_gpu: dict[Queue, float] = {}
+    for j in cands:
+        min_gpu[j.queue] = min(min_gpu.get(j.queue, float("inf")), j.R[GPU])
+
+    def queue_ok(q: Queue) -> bool:
+        # necessary for can_reclaim: room under the fair share for the smallest GPU request
+        return q.alloc[GPU] + min_gpu.get(q, 0.0) <= q.fs[GPU] + EPS
+
+    picker = PendingPicker(s, cands, queue_ok=queue_ok)
     base = _running_victims(s)
     while True:
         j = picker.pop()
         if j is None:
             break
-        if not can_reclaim(s, j) or failures.dominated(j) is not None:
+        if not j.R.get(GPU) or not can_reclaim(s, j) or failures.dominated(j) is not None:
             continue
-        cands = [v for v in base if not v.evicted and v.queue is not j.queue and victim_filter(s, j, v.queue)]
+        cands = [v for v in base if not v.evicted and v.queue is not j.queue and v.charge.get(GPU)
+                 and victim_filter(s, j, v.queue)]
         if solver.solve(j, cands):
             reasons.pop(j.id, None)
             picker.invalidate_all()
@@ -296,18 +361,21 @@ def reclaim_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str]) -> None
             failures.add(j, "x")
 
 
-def preempt_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str]) -> None:
+def preempt_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], idle_ok: bool) -> None:
     failures = Failures()
-    solver = Solver(s, "preempt")
-    picker = PendingPicker(s, [j for j in jobs if not j.started])
-    base = _running_victims(s)
+    solver = Solver(s, "preempt", idle_ok)
+    by_queue: dict[Queue, list[JobRT]] = {}
+    for v in _running_victims(s):
+        by_queue.setdefault(v.queue, []).append(v)
+    lowest = {q: min(v.prio for v in vs) for q, vs in by_queue.items()}
+    picker = PendingPicker(s, [j for j in jobs if not j.started and j.queue in lowest and lowest[j.queue] < j.prio])
     while True:
         j = picker.pop()
         if j is None:
             break
         if failures.dominated(j) is not None:
             continue
-        cands = [v for v in base if not v.evicted and v.queue is j.queue and v.prio < j.prio]
+        cands = [v for v in by_queue.get(j.queue, ()) if not v.evicted and v.prio < j.prio]
         if solver.solve(j, cands):
             reasons.pop(j.id, None)
             picker.invalidate_all()

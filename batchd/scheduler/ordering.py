@@ -111,9 +111,11 @@ class PendingPicker:
     the state (or not); keys are recomputed only along the popped account's path (call
     `invalidate_all` after evictions, which touch other accounts)."""
 
-    def __init__(self, s: Session, jobs: list[JobRT], skip: Callable[[JobRT], bool] | None = None):
+    def __init__(self, s: Session, jobs: list[JobRT], skip: Callable[[JobRT], bool] | None = None,
+                 queue_ok: Callable[[Queue], bool] | None = None):
         self.order = QueueOrder(s)
         self.skip = skip
+        self.queue_ok = queue_ok
         by_leaf: dict[Queue, list[JobRT]] = {}
         for j in jobs:
             by_leaf.setdefault(j.queue, []).append(j)
@@ -146,7 +148,7 @@ class PendingPicker:
         if q in self.cache:
             return self.cache[q]
         out: tuple | None = None
-        if q in self.lists:
+        if q in self.lists and (self.queue_ok is None or self.queue_ok(q)):
             j = self._head(q)
             if j is not None:
                 out = (q, j, self.order.key(q, j.R))
@@ -159,14 +161,26 @@ class PendingPicker:
         return out
 
     def _pick(self, qs: list[Queue]) -> tuple | None:
-        best: tuple | None = None
+        cache = self.cache
+        best_key = None
+        ties: list = []
         for q in qs:
-            b = self._best(q)
+            b = cache[q] if q in cache else self._best(q)
             if b is None:
                 continue
-            if best is None or self.order.before(q, b[2], best[0], best[3]):
-                best = (q, b[0], b[1], b[2])
-        return None if best is None else (best[0], best[1], best[2])
+            k = b[2]
+            if best_key is None or k < best_key:
+                best_key = k
+                ties = [(q, b)]
+            elif k == best_key:
+                ties.append((q, b))
+        if not ties:
+            return None
+        q, b = ties[0]
+        for q2, b2 in ties[1:]:
+            if self.order.before(q2, b2[2], q, b[2]):
+                q, b = q2, b2
+        return (q, b[0], b[1])
 
     def pop(self) -> JobRT | None:
         best = self._pick(self.top)

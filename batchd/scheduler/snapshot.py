@@ -22,6 +22,7 @@ Extensions of the documented format, all optional:
 from __future__ import annotations
 
 import copy
+import gc
 import math
 import re
 from dataclasses import dataclass, field
@@ -369,7 +370,18 @@ def _check_tree(accounts: list[Account]) -> None:
 def load_snapshot(d: dict) -> Snapshot:
     """Validate a snapshot dict (DESIGN.md section 5) and return a `Snapshot`.
 
-    Raises `ValueError` whose message starts with the path of the bad key."""
+    Raises `ValueError` whose message starts with the path of the bad key. The cyclic garbage
+    collector is paused while the objects are built (restored on return)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _load(d)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _load(d: dict) -> Snapshot:
     if not isinstance(d, dict):
         raise _err("snapshot", "must be a JSON object", type(d).__name__)
     version = d.get("version", 1)

@@ -13,6 +13,7 @@ is unlimited for it (quota and limit -1, weight 1): as in KAI, it still takes pa
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .fairshare import UNLIMITED, Queue, compute_fair_shares, normalise_usage
@@ -23,6 +24,8 @@ GPU = "gres/gpu"
 TYPED = "gres/gpu:"
 BASE_RES = (GPU, "cpu", "mem")
 EPS = 1e-9
+_PLAIN = frozenset({GPU, "cpu", "mem"})
+_CPU_POOL = frozenset({"cpu"})
 
 
 class JobRT:
@@ -31,7 +34,7 @@ class JobRT:
 
     __slots__ = ("spec", "id", "queue", "prio", "preemptible", "tasks", "nodes", "tpn", "untyped", "typed",
                  "cpu", "mem", "shard", "R", "gpus_total", "takes", "charge", "running", "started", "evicted",
-                 "sort_key", "end_time", "user", "qos_max", "shape", "amounts", "time_limit", "pools")
+                 "sort_key", "end_time", "user", "qos_max", "shape", "amounts", "time_limit", "pools", "idk")
 
     def __init__(self, spec: Any, queue: Queue):
         self.spec = spec
@@ -43,8 +46,12 @@ class JobRT:
         self.nodes = spec.nodes
         self.tpn = spec.tasks_per_node
         pt = spec.per_task
-        self.untyped = int(round(pt.get(GPU, 0)))
-        self.typed = sorted((k[len(TYPED):], int(round(v))) for k, v in pt.items() if k.startswith(TYPED) and v)
+        self.untyped = int(math.ceil(pt.get(GPU, 0) - 1e-9))
+        if len(pt) <= 3 and all(k in _PLAIN for k in pt):
+            self.typed: list[tuple[str, int]] = []
+        else:
+            self.typed = sorted((k[len(TYPED):], int(math.ceil(v - 1e-9)))
+                                for k, v in pt.items() if k.startswith(TYPED) and v)
         self.cpu = float(pt.get("cpu", 0.0))
         self.mem = float(pt.get("mem", 0.0))
         self.shard = float(pt.get("gres/shard", 0.0))
@@ -63,6 +70,7 @@ class JobRT:
         self.shape: tuple = ()
         self.amounts: tuple = ()
         self.pools: frozenset = frozenset()
+        self.idk = id_key(spec.id)
 
     def __repr__(self) -> str:
         return f"Job({self.id})"
@@ -111,7 +119,7 @@ class Session:
         self.preempts: list[tuple[JobRT, str, JobRT]] = []
         self.qos_used: dict[tuple[str, str], float] = {}
         qos_limits = {}
-        for i, q in enumerate(snap.qos):
+        for q in snap.qos:
             if isinstance(q, dict) and q.get("name") is not None:
                 m = q.get("max_gpus_per_user", -1)
                 if isinstance(m, int | float) and not isinstance(m, bool) and m >= 0:
@@ -123,7 +131,7 @@ class Session:
         for spec in snap.jobs:
             j = JobRT(spec, self.queues[spec.account])
             mf = priorities.get(str(spec.id), 0)
-            j.sort_key = (-j.prio, -mf, spec.submit_time, id_key(spec.id))
+            j.sort_key = (-j.prio, -mf, spec.submit_time, j.idk)
             if spec.qos in qos_limits:
                 j.qos_max = qos_limits[spec.qos]
             self._job_request(j)
@@ -182,28 +190,30 @@ class Session:
         return all(a.limit[key] != 0 for a in q.path)
 
     def _job_request(self, j: JobRT) -> None:
-        R = {"cpu": j.cpu * j.tasks, "mem": j.mem * j.tasks}
+        tasks = j.tasks
+        R = {"cpu": j.cpu * tasks, "mem": j.mem * tasks}
         gpu = float(j.untyped)
         count = j.untyped
-        for t, c in j.typed:
-            gpu += c * self.type_share.get(t, 1.0)
-            count += c
-            if TYPED + t in self.queues[j.spec.account].limit:
-                R[TYPED + t] = R.get(TYPED + t, 0.0) + c * j.tasks
-        R[GPU] = gpu * j.tasks
-        if j.shard and "gres/shard" in self.res:
-            R["gres/shard"] = j.shard * j.tasks
-        j.R = {k: v for k, v in R.items() if k in self.res}
-        j.gpus_total = count * j.tasks
-        pools = {t for t, _ in j.typed}
-        if j.untyped:
-            pools |= {"*"}
-        j.pools = frozenset(pools) if pools else frozenset({"cpu"})
+        pools = {"*"} if j.untyped else set()
+        if j.typed:
+            limits = j.queue.limit
+            for t, c in j.typed:
+                gpu += c * self.type_share.get(t, 1.0)
+                count += c
+                pools.add(t)
+                if TYPED + t in limits:
+                    R[TYPED + t] = R.get(TYPED + t, 0.0) + c * tasks
+        R[GPU] = gpu * tasks
+        if j.shard and "gres/shard" in j.queue.limit:
+            R["gres/shard"] = j.shard * tasks
+        j.R = R
+        j.gpus_total = count * tasks
+        j.pools = frozenset(pools) if pools else _CPU_POOL
+        pt = j.spec.per_task
+        keys = tuple(sorted(pt))
         tl = j.time_limit
-        j.shape = (tuple(sorted(j.spec.per_task)), j.nodes, j.tpn, j.preemptible,
-                   j.user if j.qos_max is not None else None)
-        j.amounts = (j.tasks, tuple(v for _, v in sorted(j.spec.per_task.items())),
-                     float("inf") if tl is None else tl)
+        j.shape = (keys, j.nodes, j.tpn, j.preemptible, j.user if j.qos_max is not None else None)
+        j.amounts = (tasks, tuple(pt[k] for k in keys), float("inf") if tl is None else tl, -j.prio)
 
     def _add_demand(self, j: JobRT) -> None:
         demand = dict(j.R)

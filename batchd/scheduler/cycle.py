@@ -5,7 +5,7 @@ Passes, in this order, as chosen by the policy key `passes` (default all four):
 it shapes the allocate pass and is off when policy `backfill` is false), `reclaim`, `preempt`.
 
 Policy keys read here (the snapshot's `policy`, overridden key by key by the `policy` argument):
-`passes`, `backfill` (default true), `backfill_max_reservations` (50), `placement`
+`passes`, `backfill` (default true), `backfill_max_reservations` (20), `placement`
 (`pack` | `spread`), `quota_reclaim_by_priority` (false), `reclaimer_saturation_multiplier`
 (1.0), `fairshare_k_value` (1.0: weight of decayed account usage in the over-quota split).
 Multifactor priorities come from `batchd.priority.job_priorities(snapshot_dict, policy)` when
@@ -14,6 +14,7 @@ that module provides it (else all 0).
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,7 @@ from .allocate import allocate_pass
 from .backfill import Backfill
 from .evict import preempt_pass, reclaim_pass
 from .snapshot import Snapshot
-from .state import GPU, Session, id_key
+from .state import GPU, Session
 
 PASSES = ("allocate", "backfill", "reclaim", "preempt")
 
@@ -68,20 +69,33 @@ def merged_policy(snapshot: Snapshot, policy: dict | None) -> dict:
 
 
 def decide(snapshot: Snapshot, policy: dict | None = None) -> Decisions:
-    """Run one cycle on `snapshot` (never modified) with `policy` overriding `snapshot.policy`."""
+    """Run one cycle on `snapshot` (never modified) with `policy` overriding `snapshot.policy`.
+
+    The cyclic garbage collector is paused during the cycle (it would otherwise rescan the
+    cycle's tens of thousands of short-lived objects many times); it is restored on return."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _decide(snapshot, policy)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _decide(snapshot: Snapshot, policy: dict | None) -> Decisions:
     pol = merged_policy(snapshot, policy)
     passes = list(pol.get("passes", PASSES))
     s = Session(snapshot, pol, _priorities(snapshot.raw, pol))
     reasons: dict[Any, str] = {}
     bf = None
     if "backfill" in passes and pol.get("backfill", True) is not False:
-        bf = Backfill(s, int(pol.get("backfill_max_reservations", 50)))
+        bf = Backfill(s, int(pol.get("backfill_max_reservations", 20)))
     if "allocate" in passes:
         allocate_pass(s, s.pending, reasons, bf)
     if "reclaim" in passes:
-        reclaim_pass(s, s.pending, reasons)
+        reclaim_pass(s, s.pending, reasons, "allocate" not in passes)
     if "preempt" in passes:
-        preempt_pass(s, s.pending, reasons)
+        preempt_pass(s, s.pending, reasons, "allocate" not in passes)
     out = Decisions()
     for j, after in s.starts:
         alloc = {tk.node.name: tk.as_allocation() for tk in j.takes or []}
@@ -89,7 +103,7 @@ def decide(snapshot: Snapshot, policy: dict | None = None) -> Decisions:
     for v, reason, for_job in s.preempts:
         out.preempt.append({"job": v.id, "reason": reason, "for": for_job.id})
     left = [j for j in s.pending if not j.started] + s.ineligible
-    left.sort(key=lambda j: (j.spec.submit_time, id_key(j.id)))
+    left.sort(key=lambda j: (j.spec.submit_time, j.idk))
     for j in left:
         if not j.spec.eligible:
             reason = j.spec.reason or "Dependency"
