@@ -19,6 +19,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable, Iterable
 
 UNLIMITED = -1
 
@@ -33,7 +34,7 @@ STATE_COMPACT = {
 STATE_LONG = {v: k for k, v in STATE_COMPACT.items()}
 
 
-def state_name(text):
+def state_name(text: str) -> str | None:
     """A job state given short (`pd`, `CA`) or long (`pending`) -> the long upper-case name,
     or None when it is not a job state."""
     t = text.strip().upper()
@@ -43,7 +44,7 @@ def state_name(text):
 
 
 # ----------------------------------------------------------------------------- durations
-def fmt_elapsed(seconds):
+def fmt_elapsed(seconds: float | None) -> str:
     """squeue's `%M`/`%l`/`%L` and sinfo's time limit: `M:SS`, `H:MM:SS`, `D-HH:MM:SS`.
     None or -1 -> `UNLIMITED`. Negative remainders print as `0:00`."""
     if seconds is None or seconds == UNLIMITED:
@@ -59,7 +60,7 @@ def fmt_elapsed(seconds):
     return f"{minutes}:{s:02d}"
 
 
-def fmt_hms(seconds, unlimited="UNLIMITED"):
+def fmt_hms(seconds: float | None, unlimited: str = "UNLIMITED") -> str:
     """sacct Elapsed/Timelimit and scontrol RunTime/TimeLimit: `HH:MM:SS` or `D-HH:MM:SS`.
     -1 -> `unlimited`; None -> `""`."""
     if seconds is None:
@@ -78,7 +79,7 @@ def fmt_hms(seconds, unlimited="UNLIMITED"):
 _TL_RE = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 
 
-def parse_time_limit(text):
+def parse_time_limit(text: str) -> int:
     """Slurm's time formats -> seconds: `M`, `M:S`, `H:M:S`, `D-H`, `D-H:M`, `D-H:M:S`;
     `UNLIMITED`/`INFINITE`/`-1` -> -1. Raises ValueError for anything else."""
     t = text.strip()
@@ -98,14 +99,14 @@ def parse_time_limit(text):
 
 
 # ----------------------------------------------------------------------------- timestamps
-def fmt_ts(epoch, none="N/A"):
+def fmt_ts(epoch: float | None, none: str = "N/A") -> str:
     """Unix seconds -> `YYYY-MM-DDTHH:MM:SS` in local time; None/0 -> `none`."""
     if not epoch:
         return none
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch))
 
 
-def banner_time(now=None):
+def banner_time(now: float | None = None) -> str:
     """The date line that `squeue -l`/`sinfo -l` print first: `Mon Nov 30 14:43:48 2026`."""
     return time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(now if now is not None else time.time()))
 
@@ -115,7 +116,7 @@ _UNITS_S = {"": 1, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1, "m": 
             "d": 86400, "day": 86400, "days": 86400, "w": 604800, "week": 604800, "weeks": 604800}
 
 
-def parse_when(text, now=None):
+def parse_when(text: str, now: float | None = None) -> float:
     """sacct -S/-E and scontrol StartTime values -> unix seconds (local time).
     Accepts `YYYY-MM-DD[THH:MM[:SS]]`, `MM/DD[/YY]`, `HH:MM[:SS]` (today), `now[+-N[units]]`,
     `today`, `midnight`, `noon`, `tomorrow`, and plain unix seconds. Raises ValueError."""
@@ -159,7 +160,7 @@ def parse_when(text, now=None):
 
 
 # ----------------------------------------------------------------------------- memory
-def fmt_mem(mb):
+def fmt_mem(mb: int | str | None) -> str:
     """MiB -> Slurm's compact size: 0 -> `0`, 1024 -> `1G`, 1500 -> `1500M`,
     1048576 -> `1T`; a string is returned as it is; None -> `""`."""
     if mb is None:
@@ -179,12 +180,12 @@ def fmt_mem(mb):
 _NUM_TAIL = re.compile(r"^(.*?)(\d+)$")
 
 
-def compress_hostlist(names):
+def compress_hostlist(names: Iterable[str]) -> str:
     """Host names -> Slurm's ranged form, keeping first-seen order of prefixes:
     `["gpu01", "gpu02", "gpu04", "vm"]` -> `gpu[01-02,04],vm`. A prefix with one host
     prints without brackets (`gpu01`). Duplicates are dropped."""
-    groups = []  # [(prefix, width, [numbers])] in first-seen order
-    index = {}
+    groups: list[tuple[str, int | None, list[int] | None]] = []  # (prefix, width, numbers), first-seen order
+    index: dict[tuple[str, int], int] = {}
     seen = set()
     for n in names:
         if not n or n in seen:
@@ -198,7 +199,9 @@ def compress_hostlist(names):
         if key not in index:
             index[key] = len(groups)
             groups.append((m.group(1), key[1], []))
-        groups[index[key]][2].append(int(m.group(2)))
+        nums_of = groups[index[key]][2]
+        assert nums_of is not None
+        nums_of.append(int(m.group(2)))
     out = []
     for prefix, width, nums in groups:
         if nums is None:
@@ -224,7 +227,7 @@ def compress_hostlist(names):
     return ",".join(out)
 
 
-def expand_hostlist(text):
+def expand_hostlist(text: str | None) -> list[str]:
     """`gpu[01-02,04],vm` -> `["gpu01", "gpu02", "gpu04", "vm"]` (order kept)."""
     out = []
     for m in re.finditer(r"([^,\[]+)(?:\[([^\]]*)\])?([^,]*)", text or ""):
@@ -243,9 +246,9 @@ def expand_hostlist(text):
     return out
 
 
-def expand_ranges(text):
+def expand_ranges(text: str) -> list[int]:
     """`0-9:2,12` -> [0, 2, 4, 6, 8, 12]; a `%N` throttle suffix is ignored."""
-    out = []
+    out: list[int] = []
     for part in text.split("%")[0].split(","):
         part = part.strip()
         if not part:
@@ -262,7 +265,7 @@ def expand_ranges(text):
     return out
 
 
-def compress_ranges(nums):
+def compress_ranges(nums: Iterable[int]) -> str:
     """[0, 1, 2, 4, 8, 9] -> `0-2,4,8-9`."""
     nums = sorted(set(nums))
     if not nums:
@@ -279,7 +282,7 @@ def compress_ranges(nums):
     return ",".join(ranges)
 
 
-def job_reason(job):
+def job_reason(job: dict) -> str:
     """A JOB_VIEW's reason, with Slurm's terminal reasons filled in where the daemon gave
     none: FAILED with a non-zero exit status -> NonZeroExitCode, TIMEOUT -> TimeLimit,
     OUT_OF_MEMORY -> OutOfMemory, NODE_FAIL -> NodeDown; otherwise the reason or `None`."""
@@ -292,19 +295,19 @@ def job_reason(job):
         if status not in ("", "0") and sig in ("", "0"):
             return "NonZeroExitCode"
     fixed = {"TIMEOUT": "TimeLimit", "OUT_OF_MEMORY": "OutOfMemory", "NODE_FAIL": "NodeDown"}
-    return fixed.get(state, "None")
+    return fixed.get(state or "", "None")
 
 
-def fold_array_tasks(jobs):
+def fold_array_tasks(jobs: list[dict]) -> list[dict]:
     """Slurm shows the still-pending tasks of a job array as one row: fold JOB_VIEWs with
     the same `array_job_id` that are PENDING into one row at the place of the first (whose
     reason it shows, as Slurm's one master record has one reason),
     with `display_id` `123_[0-3,7%2]` (`%N` from `array_max_running`), `array_task_str`
     `[0-3,7%2]`, `array_task_id` None and `id` = the array job id. One lone pending task
     prints as `123_[4]`, as Slurm does. Other rows are returned unchanged, in order."""
-    def key(j):
+    def key(j: dict) -> object:
         return j.get("array_job_id")
-    tasks = {}
+    tasks: dict[object, list[dict]] = {}
     for j in jobs:
         if j.get("state") == "PENDING" and j.get("array_job_id") is not None and j.get("array_task_id") is not None:
             tasks.setdefault(key(j), []).append(j)
@@ -331,7 +334,7 @@ def fold_array_tasks(jobs):
 
 
 # ----------------------------------------------------------------------------- columns
-def cell(value, width, right):
+def cell(value: object, width: int | None, right: bool) -> str:
     """One fixed-width cell as squeue/sinfo print it: cut to `width`, padded on the left
     (`right=True`) or the right. width None -> the value as it is."""
     s = "" if value is None else str(value)
@@ -344,10 +347,10 @@ def cell(value, width, right):
 _PCT = re.compile(r"%(\.)?(\d+)?([A-Za-z])")
 
 
-def parse_percent_format(fmt):
+def parse_percent_format(fmt: str) -> list[str | tuple[str, int | None, bool]]:
     """`"%.18i %.9P %8j|%R"` -> list of items, each either a literal string or a tuple
     `(code, width_or_None, right_justified)`. `%%` is a literal percent sign."""
-    items = []
+    items: list[str | tuple[str, int | None, bool]] = []
     pos = 0
     while pos < len(fmt):
         j = fmt.find("%", pos)
@@ -371,7 +374,7 @@ def parse_percent_format(fmt):
     return items
 
 
-def render_percent(items, values):
+def render_percent(items: list[str | tuple[str, int | None, bool]], values: Callable[[str], str]) -> str:
     """Join parsed format `items` into a line; `values(code)` returns the text of a code."""
     out = []
     for it in items:
@@ -383,7 +386,7 @@ def render_percent(items, values):
     return "".join(out)
 
 
-def parse_field_list(text, default_width=20):
+def parse_field_list(text: str, default_width: int = 20) -> list[tuple[str, int, bool]]:
     """`-O`/`--Format` lists: `"JobID:10,Name,State:.8"` -> [(name, width, right)].
     A width may be prefixed with `.` for right justification (Slurm's convention)."""
     out = []
@@ -398,7 +401,7 @@ def parse_field_list(text, default_width=20):
     return out
 
 
-def truncate_plus(value, width):
+def truncate_plus(value: object, width: int) -> str:
     """sacct's cut: a value longer than |width| keeps width-1 characters and ends in `+`."""
     s = "" if value is None else str(value)
     w = abs(width)
@@ -408,13 +411,13 @@ def truncate_plus(value, width):
 
 
 # ----------------------------------------------------------------------------- json
-def json_meta(plugin="openapi/v0.0.38"):
+def json_meta(plugin: str = "openapi/v0.0.38") -> dict:
     """The `meta` object Slurm 22.05 puts at the top of every `--json` document."""
     return {"plugin": {"type": plugin, "name": "Slurm OpenAPI " + plugin.split("/")[1]},
             "Slurm": {"version": {"major": 22, "micro": 8, "minor": 5}, "release": "22.05.8"}}
 
 
-def tres_list(text):
+def tres_list(text: str | None) -> list[dict]:
     """`billing=9,cpu=4,gres/gpu:h200=2,mem=4G` -> Slurm's JSON TRES list
     `[{"type": "gres", "name": "gpu:h200", "id": None, "count": 2}, ...]` (mem in MiB)."""
     out = []
@@ -436,7 +439,8 @@ def tres_list(text):
 
 
 # ----------------------------------------------------------------------------- daemon
-def daemon_call(prog, method, path, body=None, query=None, error_prefix=None):
+def daemon_call(prog: str, method: str, path: str, body: dict | None = None, query: dict | None = None,
+                error_prefix: str | None = None) -> dict:
     """`client.request`, exiting on failure: an unreachable daemon prints
     `<prog>: error: ...` and exits 1; an error reply prints `<error_prefix> error: <message>`
     (Slurm's API error wording, e.g. `slurm_load_jobs error: Invalid job id specified`) or
@@ -455,7 +459,7 @@ def daemon_call(prog, method, path, body=None, query=None, error_prefix=None):
         sys.exit(e.exit_code or 1)
 
 
-def current_user():
+def current_user() -> str:
     """The invoking user's name (for `--me`)."""
     import pwd
     try:
@@ -464,7 +468,7 @@ def current_user():
         return str(os.getuid())
 
 
-def write(text):
+def write(text: str) -> None:
     """Write `text` to stdout, quietly stopping when the reader went away (`| head`)."""
     try:
         sys.stdout.write(text)

@@ -138,14 +138,14 @@ USAGE = """Usage: sacct [options]
 """
 
 
-def _split(values):
-    out = []
+def _split(values: list[str] | None) -> list[str]:
+    out: list[str] = []
     for v in values or []:
         out.extend(x.strip() for x in v.split(",") if x.strip())
     return out
 
 
-def parse_fields(text):
+def parse_fields(text: str) -> list[tuple[str, int]]:
     """`"JobID%20,jobname,State%-12"` -> [(canonical name, width)]; raises OptionError
     `Invalid field requested: "X"` for a name sacct does not know."""
     out = []
@@ -167,11 +167,11 @@ def parse_fields(text):
     return out
 
 
-def _final(row):
+def _final(row: dict) -> bool:
     return (row.get("state") or "").split(" ")[0] in FINAL
 
 
-def _time(row, key):
+def _time(row: dict, key: str) -> str:
     v = row.get(key)
     if v:
         return fmt.fmt_ts(v)
@@ -180,7 +180,7 @@ def _time(row, key):
     return "Unknown"
 
 
-def field_value(row, name):
+def field_value(row: dict, name: str) -> str:
     """The text of field `name` (canonical) for one ACCT_ROW."""
     g = row.get
     is_step = "." in str(g("job_id") or "")
@@ -253,7 +253,8 @@ def field_value(row, name):
     return "" if v is None else str(v)
 
 
-def render_table(rows, fields, header=True, parsable=None, delimiter="|"):
+def render_table(rows: list[dict], fields: list[tuple[str, int]], header: bool = True,
+                 parsable: str | None = None, delimiter: str = "|") -> list[str]:
     """Lines of sacct output. `parsable`: None (columns), "p" (trailing delimiter), "P"."""
     lines = []
     if parsable:
@@ -264,7 +265,7 @@ def render_table(rows, fields, header=True, parsable=None, delimiter="|"):
             lines.append(delimiter.join(field_value(r, n) for n, _ in fields) + end)
         return lines
 
-    def line(values):
+    def line(values: list[str]) -> str:
         cells = []
         for (_, w), v in zip(fields, values, strict=True):
             v = fmt.truncate_plus(v, w)
@@ -278,7 +279,7 @@ def render_table(rows, fields, header=True, parsable=None, delimiter="|"):
     return lines
 
 
-def helpformat():
+def helpformat() -> str:
     """`sacct -e`: every field name, four per line, 19 wide."""
     names = list(FIELD_WIDTHS)
     lines = []
@@ -287,7 +288,7 @@ def helpformat():
     return "".join(x + "\n" for x in lines)
 
 
-def build_query(opts, now=None):
+def build_query(opts: dict, now: float | None = None) -> dict:
     """The GET /v1/accounting query for the parsed options."""
     now = time.time() if now is None else now
     q = {}
@@ -324,26 +325,26 @@ def build_query(opts, now=None):
     return q
 
 
-def _exit_json(code):
+def _exit_json(code: str | None) -> dict:
     """`"0:15"` -> Slurm's JSON exit code object."""
-    status, _, sig = (code or "0:0").partition(":")
-    rc, sig = int(status or 0), int(sig or 0)
+    status, _, sig_text = (code or "0:0").partition(":")
+    rc, sig = int(status or 0), int(sig_text or 0)
     if sig:
         return {"status": "SIGNALED", "return_code": rc, "signal": {"signal_id": sig}}
     return {"status": "SUCCESS" if rc == 0 else "FAILED", "return_code": rc}
 
 
-def _json_time(r):
+def _json_time(r: dict) -> dict:
     return {"elapsed": r.get("elapsed_s") or 0, "eligible": int(r.get("eligible") or 0),
             "end": int(r.get("end") or 0), "start": int(r.get("start") or 0),
             "submission": int(r.get("submit") or 0), "suspended": 0}
 
 
-def to_json(rows):
+def to_json(rows: list[dict]) -> str:
     """`--json`: Slurm's dbv0.0.38 shape: one object per job run with its steps nested;
     `state.current` is the state as sacct prints it, TRES are lists of
     `{"type", "name", "id", "count"}`, times are unix seconds."""
-    out = []
+    out: list[dict] = []
     for r in rows:
         jid = str(r.get("job_id") or "")
         base, _, step = jid.partition(".")
@@ -377,10 +378,10 @@ def to_json(rows):
     return json.dumps({"meta": fmt.json_meta("openapi/dbv0.0.38"), "errors": [], "jobs": out}, indent=2) + "\n"
 
 
-def fold_pending_tasks(rows):
+def fold_pending_tasks(rows: list[dict]) -> list[dict]:
     """Pending array tasks (`123_4` rows in state PENDING, never run) print as one
     `123_[4-7]` row, as Slurm keeps them in one master record; other rows unchanged."""
-    tasks = {}
+    tasks: dict[str, list[int]] = {}
     for r in rows:
         base, sep, task = str(r.get("job_id") or "").partition("_")
         if sep and task.isdigit() and r.get("state") == "PENDING":
@@ -399,7 +400,7 @@ def fold_pending_tasks(rows):
     return out
 
 
-def render(rows, opts):
+def render(rows: list[dict], opts: dict) -> str:
     """Output text for fetched rows and parsed options."""
     rows = fold_pending_tasks(rows)
     if opts.get("allocations"):
@@ -414,7 +415,7 @@ def render(rows, opts):
     return "".join(x + "\n" for x in lines)
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         opts, rest = parse(PROG, argv, TABLE)

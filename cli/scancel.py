@@ -83,7 +83,7 @@ USAGE = """Usage: scancel [-A account] [--batch] [--full] [--interactive] [-n jo
 """
 
 
-def parse_signal(text):
+def parse_signal(text: str) -> int:
     """`USR1`, `SIGUSR1`, `usr1` or `10` -> the signal number; ValueError otherwise."""
     t = text.strip()
     if t.isdigit():
@@ -100,14 +100,14 @@ def parse_signal(text):
         raise ValueError(text) from None
 
 
-def _split(values):
-    out = []
+def _split(values: list[str] | None) -> list[str]:
+    out: list[str] = []
     for v in values or []:
         out.extend(x.strip() for x in v.split(",") if x.strip())
     return out
 
 
-def build_request(opts, ids):
+def build_request(opts: dict, ids: list[str]) -> dict:
     """The POST /v1/jobs/signal body for the parsed options; raises OptionError on bad input."""
     for i in ids:
         if not JOB_ID_RE.match(i):
@@ -141,7 +141,7 @@ def build_request(opts, ids):
     return {"ids": [i.split(".")[0] for i in ids], "filters": filters, "signal": sig, "batch_only": batch}
 
 
-def resolve_nodes(body):
+def resolve_nodes(body: dict) -> dict | None:
     """`-w`: the daemon filters by owner, account, ... but not by node, so pick the jobs
     running on those nodes here and send their ids (None when no job matches)."""
     filters = dict(body["filters"])
@@ -159,7 +159,7 @@ def resolve_nodes(body):
     return dict(body, ids=ids, filters=filters)
 
 
-def report(reply, body, verbose, quiet=False):
+def report(reply: dict, body: dict, verbose: bool, quiet: bool = False) -> int:
     """Print the daemon's per-job result as scancel does; return the exit code."""
     rc = 0
     for err in reply.get("errors", []):
@@ -176,7 +176,7 @@ def report(reply, body, verbose, quiet=False):
     return rc
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         opts, ids = parse(PROG, argv, TABLE)
@@ -212,9 +212,10 @@ def main(argv=None):
                 kind = "batch job" if body["batch_only"] else "job"
                 sys.stderr.write(f"{PROG}: Signal {body['signal']} to {kind} {i}\n")
     if "nodes" in body["filters"]:
-        body = resolve_nodes(body)
-        if body is None:
+        resolved = resolve_nodes(body)
+        if resolved is None:
             return 0
+        body = resolved
     reply = fmt.daemon_call(PROG, "POST", "/v1/jobs/signal", body)
     return report(reply, body, verbose, bool(opts.get("quiet")))
 

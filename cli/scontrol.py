@@ -59,15 +59,15 @@ FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL"
          "BOOT_FAIL", "DEADLINE")
 
 
-def _ts(v, none="Unknown"):
+def _ts(v: float | None, none: str = "Unknown") -> str:
     return fmt.fmt_ts(v, none)
 
 
-def _null(v):
+def _null(v: object) -> str:
     return "(null)" if v in (None, "") else str(v)
 
 
-def job_lines(j, details=False):
+def job_lines(j: dict, details: bool = False) -> list[str]:
     """The lines of one `scontrol show job` record for a JOB_VIEW (without the trailing
     `   ` and empty lines)."""
     g = j.get
@@ -166,7 +166,7 @@ def job_lines(j, details=False):
     return lines
 
 
-def gres_detail(j):
+def gres_detail(j: dict) -> list[str]:
     """`-d` lines: `JOB_GRES=gpu:h200:2` and one `Nodes=... GRES=gpu:h200:2(IDX:2-3)` per node."""
     gres = j.get("gres") or {}
     gs = j.get("gpus_str") or ""
@@ -188,7 +188,7 @@ def gres_detail(j):
     return lines
 
 
-def node_lines(n, partitions):
+def node_lines(n: dict, partitions: list[dict]) -> list[str]:
     """`scontrol show node` record for a NODE_VIEW."""
     g = n.get
     cpus = g("cpus") or 0
@@ -228,7 +228,7 @@ def node_lines(n, partitions):
     return lines
 
 
-def _node_tres(cpus, mem_mb, gres, used=False):
+def _node_tres(cpus: int, mem_mb: int, gres: str | None, used: bool = False) -> str:
     """`cpu=16,mem=23081M,gres/gpu=4,gres/gpu:h200=4` from a node's figures."""
     out = [f"cpu={cpus}", f"mem={fmt.fmt_mem(mem_mb) if used else str(mem_mb) + 'M'}"]
     for item in (gres or "").split(","):
@@ -241,7 +241,7 @@ def _node_tres(cpus, mem_mb, gres, used=False):
     return ",".join(out)
 
 
-def partition_lines(p, nodes):
+def partition_lines(p: dict, nodes: list[dict]) -> list[str]:
     """`scontrol show partition` record for a PARTITION_VIEW."""
     g = p.get
     members = [n for n in nodes if n["name"] in (g("nodes") or [])]
@@ -272,7 +272,7 @@ def partition_lines(p, nodes):
     return lines
 
 
-def emit(records, oneliner, trailer):
+def emit(records: list[list[str]], oneliner: bool, trailer: str) -> str:
     """Join record line lists: `-o` one line per record, else blocks with `trailer`."""
     out = []
     for lines in records:
@@ -284,7 +284,7 @@ def emit(records, oneliner, trailer):
 
 
 # ----------------------------------------------------------------------------- commands
-def _fetch_jobs(ident):
+def _fetch_jobs(ident: str | None) -> tuple[list[dict] | None, str | None]:
     from batchd.cli import client
     q = {"all": "1"}
     if ident:
@@ -297,7 +297,7 @@ def _fetch_jobs(ident):
         return None, f"slurm_load_jobs error: {e.message}"
 
 
-def show(entity, ident, opts):
+def show(entity: str, ident: str | None, opts: dict) -> tuple[str, str, int]:
     """`scontrol show ENTITY [ID]` -> (stdout text, stderr text, exit code)."""
     e = entity.lower()
     oneliner = bool(opts.get("oneliner"))
@@ -337,14 +337,14 @@ def show(entity, ident, opts):
     return "", f"invalid entity: {entity} for keyword: show\n", 1
 
 
-def _job_ids(args):
-    ids = []
+def _job_ids(args: list[str]) -> list[str]:
+    ids: list[str] = []
     for a in args:
         ids.extend(x for x in a.split(",") if x)
     return ids
 
 
-def action(verb, args):
+def action(verb: str, args: list[str]) -> tuple[str, int]:
     """hold/uhold/release/requeue/requeuehold -> (stderr text, exit code)."""
     ids = _job_ids(args)
     if not ids:
@@ -352,7 +352,7 @@ def action(verb, args):
     for i in ids:
         if not i.replace("_", "").replace("[", "").replace("]", "").replace("-", "").isdigit():
             return f"Invalid job id specified for job {i}\n", 1
-    body = {"ids": ids}
+    body: dict[str, object] = {"ids": ids}
     path = {"hold": "hold", "uhold": "hold", "release": "release", "requeue": "requeue",
             "requeuehold": "requeue"}[verb]
     if verb == "requeuehold":
@@ -363,7 +363,7 @@ def action(verb, args):
     return _errors(reply)
 
 
-def _errors(reply):
+def _errors(reply: dict) -> tuple[str, int]:
     errs = reply.get("errors", [])
     text = "".join(f"{e.get('message')} for job {e.get('id')}\n" for e in errs)
     return text, (1 if errs else 0)
@@ -374,9 +374,10 @@ UPDATE_KEYS = {"timelimit": "time_limit_s", "nice": "nice", "account": "account"
                "starttime": "begin_time"}
 
 
-def update(args, now=None):
+def update(args: list[str], now: float | None = None) -> tuple[str, int]:
     """`update JobId=N Key=Val ...` -> (stderr text, exit code)."""
-    ids, changes = [], {}
+    ids: list[str] = []
+    changes: dict[str, object] = {}
     for a in args:
         key, eq, val = a.partition("=")
         if not eq:
@@ -409,7 +410,7 @@ def update(args, now=None):
     return _errors(reply)
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         opts, rest = parse(PROG, argv, TABLE)

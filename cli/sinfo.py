@@ -114,7 +114,7 @@ LONG = {"IDLE": "idle", "MIXED": "mixed", "ALLOCATED": "allocated", "DOWN": "dow
         "POWERED_DOWN": "powered_down"}
 
 
-def node_state(node):
+def node_state(node: dict) -> tuple[str, str]:
     """NODE_VIEW state (`MIXED`, `IDLE+DRAIN`, `DOWN*`) -> (base, suffix): DRAIN on an idle
     node is DRAINED, on a busy one DRAINING; NOT_RESPONDING gives the `*` suffix."""
     raw = (node.get("state") or "UNKNOWN").upper()
@@ -132,7 +132,7 @@ def node_state(node):
     return base, suffix
 
 
-def _counts(node):
+def _counts(node: dict) -> tuple[tuple[int, ...], tuple[int, ...]]:
     base, _ = node_state(node)
     cpus = node.get("cpus") or 0
     alloc = node.get("cpus_alloc") or 0
@@ -144,7 +144,7 @@ def _counts(node):
     return (alloc, cpus - alloc, 0, cpus), (0, 1, 0, 1)
 
 
-def record_value(code, part, node):
+def record_value(code: str, part: dict, node: dict) -> str:
     """Text of one code for a (partition, node) record (aggregates handled by the caller)."""
     base, suffix = node_state(node)
     if code == "P":
@@ -214,7 +214,7 @@ def record_value(code, part, node):
     return ""
 
 
-def build_records(nodes, partitions, opts):
+def build_records(nodes: list[dict], partitions: list[dict], opts: dict) -> list[tuple[dict, dict]]:
     """[(partition, node)] after -p, -n, -t, -d, -r filters, in partition then node order."""
     by_name = {n["name"]: n for n in nodes}
     want_parts = set(_split(opts.get("partitions")))
@@ -243,7 +243,7 @@ def build_records(nodes, partitions, opts):
     return out
 
 
-def _state_matches(wanted, base):
+def _state_matches(wanted: list[str], base: str) -> bool:
     names = {COMPACT.get(base, ""), LONG.get(base, ""), base.lower()}
     if base in ("DRAINED", "DRAINING"):
         names.add("drain")
@@ -252,17 +252,18 @@ def _state_matches(wanted, base):
     return "all" in wanted or bool(names & set(wanted))
 
 
-def _split(values):
-    out = []
+def _split(values: list[str] | None) -> list[str]:
+    out: list[str] = []
     for v in values or []:
         out.extend(x.strip() for x in v.split(",") if x.strip())
     return out
 
 
-def group_records(records, codes, node_oriented):
+def group_records(records: list[tuple[dict, dict]], codes: list[str],
+                  node_oriented: bool) -> list[tuple[dict, list[dict]]]:
     """Merge records whose non-aggregate values agree -> [(values_by_code, [nodes])]."""
-    groups = []
-    index = {}
+    groups: list[tuple[dict, list[dict], list[dict]]] = []
+    index: dict[tuple, int] = {}
     for p, n in records:
         vals = {c: record_value(c, p, n) for c in codes if c not in AGGREGATE}
         key = tuple(sorted(vals.items()))
@@ -278,7 +279,7 @@ def group_records(records, codes, node_oriented):
     return [(v, ns) for v, ns, _ in groups]
 
 
-def aggregate_value(code, nodes):
+def aggregate_value(code: str, nodes: list[dict]) -> str:
     if code in ("N", "n", "o"):
         return fmt.compress_hostlist([n["name"] for n in nodes])
     if code == "D":
@@ -291,14 +292,14 @@ def aggregate_value(code, nodes):
     return "/".join(str(x) for x in tot)
 
 
-def _resolve_hash(fmtstr, records):
+def _resolve_hash(fmtstr: str, records: list[tuple[dict, dict]]) -> str:
     """Replace Slurm's `#` width (`%#P`, `%.#P`, `%#N`) by the longest value's width."""
     pw = max([9] + [len(p["name"]) + (1 if p.get("default") else 0) for p, _ in records])
     nw = max([9] + [len(n["name"]) for _, n in records])
     return fmtstr.replace("#P", f"{pw}P").replace("#R", f"{pw}R").replace("#N", f"{nw}N")
 
 
-def render(nodes, partitions, opts, now=None):
+def render(nodes: list[dict], partitions: list[dict], opts: dict, now: float | None = None) -> str:
     """The sinfo output text for fetched NODE_VIEW/PARTITION_VIEW rows."""
     records = build_records(nodes, partitions, opts)
     header = not opts.get("noheader")
@@ -346,7 +347,7 @@ def render(nodes, partitions, opts, now=None):
     return text
 
 
-def to_json(nodes, partitions):
+def to_json(nodes: list[dict], partitions: list[dict]) -> str:
     """`--json`: Slurm's v0.0.38-like document of nodes and partitions."""
     out_nodes = []
     for n in nodes:
@@ -367,13 +368,13 @@ def to_json(nodes, partitions):
             "name": p["name"], "nodes": fmt.compress_hostlist(p.get("nodes") or []),
             "node_count": len(p.get("nodes") or []), "flags": ["default"] if p.get("default") else [],
             "maximum_time": "UNLIMITED" if mt in (None, -1) else (mt + 59) // 60,
-            "default_time": p.get("default_time_s") // 60 if p.get("default_time_s") else None,
+            "default_time": (p.get("default_time_s") or 0) // 60 if p.get("default_time_s") else None,
             "state": p.get("state") or "UP", "priority_job_factor": p.get("priority_job_factor") or 1})
     return json.dumps({"meta": fmt.json_meta(), "errors": [], "nodes": out_nodes, "partitions": out_parts},
                       indent=2) + "\n"
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         opts, rest = parse(PROG, argv, TABLE)

@@ -141,11 +141,11 @@ FIELDS = {
 }
 
 
-def _ts(v):
+def _ts(v: float | None) -> str:
     return fmt.fmt_ts(v, "N/A")
 
 
-def job_value(job, key, now=None):
+def job_value(job: dict, key: str, now: float | None = None) -> str:
     """The text of one column for a JOB_VIEW `job`; `key` is a value key of CODES/FIELDS."""
     g = job.get
     state = g("state") or ""
@@ -158,9 +158,7 @@ def job_value(job, key, now=None):
     if key == "array_task_id":
         if g("array_task_id") is not None:
             return str(g("array_task_id"))
-        if g("array_task_str"):
-            return g("array_task_str").strip("[]")
-        return "N/A"
+        return str(g("array_task_str") or "[N/A]").strip("[]")
     if key == "state_compact":
         return fmt.STATE_COMPACT.get(state, state[:2])
     if key == "state":
@@ -240,7 +238,7 @@ def job_value(job, key, now=None):
 
 
 # ----------------------------------------------------------------------------- arrays, sort
-def expand_arrays(jobs):
+def expand_arrays(jobs: list[dict]) -> list[dict]:
     """`-r`: a pending array master (`array_task_str` set) becomes one row per task, each
     with `array_task_id` and `display_id` `<array_job_id>_<task>`; other rows unchanged."""
     out = []
@@ -259,7 +257,7 @@ def expand_arrays(jobs):
     return out
 
 
-def _sort_value(job, code):
+def _sort_value(job: dict, code: str) -> object:
     g = job.get
     if code in ("p", "Q"):
         return g("priority") or 0
@@ -283,7 +281,7 @@ def _sort_value(job, code):
     return job_value(job, header_key[1]) if header_key else ""
 
 
-def sort_jobs(jobs, spec):
+def sort_jobs(jobs: list[dict], spec: str) -> list[dict]:
     """Sort by a squeue `-S` spec (`"P,t,-p"`): comma separated `%` codes, `-` for
     descending, `+` ascending. Stable: ties keep the input order."""
     out = list(jobs)
@@ -296,12 +294,12 @@ def sort_jobs(jobs, spec):
         desc = part.startswith("-")
         code = part.lstrip("+-")[:1]
         if code:
-            out.sort(key=lambda j, c=code: _sort_value(j, c), reverse=desc)
+            out.sort(key=lambda j, c=code: _sort_value(j, c), reverse=desc)  # type: ignore[misc, arg-type]
     return out
 
 
 # ----------------------------------------------------------------------------- layouts
-def format_percent(jobs, fmtstr, header=True, now=None):
+def format_percent(jobs: list[dict], fmtstr: str, header: bool = True, now: float | None = None) -> list[str]:
     """Lines of a `-o` layout (header first unless `header` is False)."""
     items = fmt.parse_percent_format(fmtstr)
     lines = []
@@ -312,16 +310,17 @@ def format_percent(jobs, fmtstr, header=True, now=None):
     return lines
 
 
-def field_key(name):
+def field_key(name: str) -> tuple[str, str] | None:
     """A `-O` name -> (header, value key), or None when squeue does not know it."""
     return FIELDS.get(name.lower().replace("-", "").replace("_", ""))
 
 
-def format_fields(jobs, fields, header=True, now=None):
+def format_fields(jobs: list[dict], fields: list[tuple[str, int, bool]], header: bool = True,
+                  now: float | None = None) -> list[str]:
     """Lines of a `-O` layout: each field cut/padded to its width, no separator."""
     specs = []
     for name, width, right in fields:
-        hk = field_key(name)
+        hk = field_key(name) or (name.upper(), "empty")
         specs.append((hk, width, right))
     lines = []
     if header:
@@ -331,7 +330,7 @@ def format_fields(jobs, fields, header=True, now=None):
     return lines
 
 
-def to_json(jobs, meta=None):
+def to_json(jobs: list[dict], meta: dict | None = None) -> str:
     """`--json`: Slurm's OpenAPI v0.0.38-like document with the fields batchd knows."""
     out = []
     for j in jobs:
@@ -361,14 +360,14 @@ def to_json(jobs, meta=None):
 
 
 # ----------------------------------------------------------------------------- main
-def _split(values):
-    out = []
+def _split(values: list[str | None] | None) -> list[str]:
+    out: list[str] = []
     for v in values or []:
         out.extend(x.strip() for x in (v or "").split(",") if x.strip())
     return out
 
 
-def build_query(opts):
+def build_query(opts: dict) -> tuple[dict, list[str] | None, list[str]]:
     """The GET /v1/jobs query for the parsed options, and the client-side state filter
     (None = the daemon's default, active jobs only)."""
     q = {}
@@ -408,7 +407,7 @@ def build_query(opts):
     return q, states, jobs
 
 
-def render(jobs, opts, now=None):
+def render(jobs: list[dict], opts: dict, now: float | None = None) -> str:
     """The full output text for already-fetched jobs and parsed options."""
     if opts.get("array"):
         jobs = expand_arrays(jobs)
@@ -439,7 +438,7 @@ def render(jobs, opts, now=None):
     return text
 
 
-def fetch(opts):
+def fetch(opts: dict) -> tuple[list[dict] | None, str | None]:
     """Query the daemon; return (jobs, error) after client-side filters."""
     from batchd.cli import client
     q, states, jobs_list = build_query(opts)
@@ -465,7 +464,7 @@ def fetch(opts):
     return jobs, None
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         opts, rest = parse(PROG, argv, TABLE)
@@ -501,8 +500,8 @@ def main(argv=None):
         return e.exit_code
     while True:
         jobs, err = fetch(opts)
-        if err:
-            sys.stderr.write(err + "\n")
+        if err or jobs is None:
+            sys.stderr.write(f"{err}\n")
             return 1
         fmt.write(render(jobs, opts))
         if not iterate:
