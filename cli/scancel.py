@@ -217,6 +217,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         body = resolved
     reply = fmt.daemon_call(PROG, "POST", "/v1/jobs/signal", body)
+    if verbose and not ids:  # jobs chosen by filters: name them once known
+        for i in reply.get("done", []):
+            sys.stderr.write(f"{PROG}: Terminating job {i}\n" if body["signal"] is None
+                             else f"{PROG}: Signal {body['signal']} to job {i}\n")
     return report(reply, body, verbose, bool(opts.get("quiet")))
 
 

@@ -85,3 +85,8 @@ def test_nodelist_is_resolved_to_job_ids(daemon, capsys):
     daemon.calls.clear()
     assert run(["-w", "nowhere"], capsys) == (0, "", "")
     assert [c[1] for c in daemon.calls] == ["/v1/jobs"]   # nothing matched: nothing signalled
+
+
+def test_verbose_names_jobs_chosen_by_filters(daemon, capsys):
+    daemon.replies["/v1/jobs/signal"] = {"done": ["95", "96"], "errors": []}
+    assert run(["-v", "-n", "niced"], capsys) == (0, "", "scancel: Terminating job 95\nscancel: Terminating job 96\n")
