@@ -99,7 +99,7 @@ def main() -> None:
             decide_mod._priorities = fn
             med, load, dec = median_time(snap, rep)
             goal = goals.get(n)
-            verdict = "" if goal is None else (" (goal < %.0f ms: %s)" % (goal * 1000, "met" if med < goal else "MISSED"))
+            verdict = "" if goal is None else f" (goal < {goal * 1000:.0f} ms: {'met' if med < goal else 'MISSED'})"
             print(f"decide() [{label}]: {n} pending, 500 running, 4x8 GPUs, 10 accounts: median {med * 1000:.1f} ms "
                   f"over {rep} runs{verdict}; load_snapshot() {load * 1000:.1f} ms; started {len(dec['start'])}, "
                   f"preempted {len(dec['preempt'])}, planned starts {len(dec['planned_start'])}")

@@ -224,7 +224,10 @@ def allocate_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], bf: Ba
         r = failures.dominated(j)
         if r is None:
             return False
-        reasons[j.id] = "Priority" if r in ("Resources", "Priority") else r
+        capacity = r in ("Resources", "Priority")
+        reasons[j.id] = "Priority" if capacity else r
+        if capacity and bf is not None:
+            bf.reserve(j, gpu_options(s, j))
         return True
 
     def fail(j: JobRT, status: str, val: Any) -> None:

@@ -2,7 +2,8 @@
 
 When a job cannot start for lack of resources, it gets a *reservation*: the earliest time T at
 which it fits once running jobs end (`start_time + time_limit_s`; a job without a time limit
-never ends) and earlier reservations hold theirs (from their T on). A lower job may then start
+never ends) while earlier reservations hold theirs (from their T for their time limit) and
+without delaying them. A lower job may then start
 now only if it does not delay any reservation: for every reservation with T before the lower
 job's own end (now + its time limit, or never), the lower job must fit in what that reservation
 leaves spare on each node. T is the job's planned start (`Decisions.planned_start`).
@@ -38,12 +39,16 @@ def _scale(vec: dict[str, float], n: int) -> dict[str, float]:
 
 
 class Reservation:
-    __slots__ = ("job", "t", "used", "spare")
+    """Resources `used` per node by `job` from `t` until `end` (inf without a time limit);
+    `spare` is what each node has left at `t` for jobs that would still run then."""
 
-    def __init__(self, job: JobRT, t: float, used: dict[NodeRT, dict[str, float]],
+    __slots__ = ("job", "t", "end", "used", "spare")
+
+    def __init__(self, job: JobRT, t: float, end: float, used: dict[NodeRT, dict[str, float]],
                  spare: dict[NodeRT, dict[str, float]]):
         self.job = job
         self.t = t
+        self.end = end
         self.used = used
         self.spare = spare
 
@@ -128,8 +133,11 @@ class Backfill:
         gpu_avail = sum(v for c in avail.values() for k, v in c.items() if k.startswith("gpu:"))
         cpu_avail = sum(c.get("cpu", 0.0) for c in avail.values())
         need_cpu = j.cpu * j.tasks
-        resv = sorted(self.res, key=lambda r: r.t)
-        times = sorted({s.now} | {e[0] for e in events} | {r.t for r in resv})
+        own = self.end_of(j) - s.now
+        # reservations hold their resources from t to end: -used at t, +used at end
+        steps = sorted([(r.t, 0, -1.0, r) for r in self.res] + [(r.end, 1, 1.0, r) for r in self.res
+                                                                if r.end != INF], key=lambda x: (x[0], x[1]))
+        times = sorted({s.now} | {e[0] for e in events} | {x[0] for x in steps})
         ei = 0
         ri = 0
         vecs = [per_task_vector(nd, j.cpu, j.mem, j.shard) for nd in options]
@@ -141,15 +149,16 @@ class Backfill:
                 gpu_avail += events[ei][4]
                 cpu_avail += events[ei][3].get("cpu", 0.0)
                 ei += 1
-            while ri < len(resv) and resv[ri].t <= t:
-                for node, u in resv[ri].used.items():
-                    _sub(avail[node], u)
-                    gpu_avail -= sum(v for k, v in u.items() if k.startswith("gpu:"))
-                    cpu_avail -= u.get("cpu", 0.0)
+            while ri < len(steps) and steps[ri][0] <= t:
+                sign, r = steps[ri][2], steps[ri][3]
+                for node, u in r.used.items():
+                    (_add if sign > 0 else _sub)(avail[node], u)
+                    gpu_avail += sign * sum(v for k, v in u.items() if k.startswith("gpu:"))
+                    cpu_avail += sign * u.get("cpu", 0.0)
                 ri += 1
             if gpu_avail < need_gpus or cpu_avail + 1e-9 < need_cpu:
                 continue
-            later = [r for r in resv if r.t > t]
+            later = [r for r in self.res if r.t > t and t + own > r.t]
             caps = []
             for n in nodes:
                 c = dict(avail[n])
@@ -175,6 +184,6 @@ class Backfill:
                     for node, u in used.items():
                         if node in r.spare:
                             _sub(r.spare[node], u)
-                self.res.append(Reservation(j, t, used, spare))
+                self.res.append(Reservation(j, t, t + own, used, spare))
                 self.planned[j.id] = t
                 return
