@@ -32,7 +32,8 @@ class Agent:
         self.store = store
         self.nodes = set(node_names)
         self.spool = cfg.spool_dir()
-        os.makedirs(self.spool, mode=0o700, exist_ok=True)
+        # searchable (not readable) so that users' jobs reach their own script in their run dir
+        os.makedirs(self.spool, mode=0o711, exist_ok=True)
         self.on_change = on_change or (lambda: None)
         self._sent: dict[tuple[int, int], str] = {}
 
@@ -64,6 +65,8 @@ class Agent:
                 self._finish(j, st)
                 ended += 1
             elif st.state == "LOST":
+                # the supervisor is gone: kill whatever of the job is left, then record it
+                launcher.terminate(self.spool, j.id, run, "node_fail", grace_s=0)
                 self._finish(j, st, lost=True)
                 ended += 1
             elif j.action:

@@ -177,7 +177,8 @@ class Controller:
             "version": 1, "now": now,
             "policy": {**self.cfg.scheduler, **self.cfg.priority},
             "nodes": [{"name": n.name, "cpus": n.cpus, "memory_mb": n.memory_mb,
-                       "state": n.state, "gpus": n.gpus} for n in nodes],
+                       "state": n.state, "gpus": n.gpus,
+                       "shards": self.cfg.shard_per_gpu * _whole_gpus(n.gpus)} for n in nodes],
             "accounts": accounts, "users": users, "usage": usage, "jobs": out_jobs,
             "qos": [{"name": q.name, "priority": q.priority, "preemptible": q.preemptible,
                      "max_gpus_per_user": q.max_gpus_per_user, "usage_factor": q.usage_factor}
@@ -281,6 +282,11 @@ class Controller:
             log.info("job started job_id=%s", jid)
         for pre in dec.get("preempt", []):
             log.info("job preempted job_id=%s reason=%s for=%s", pre["job"], pre.get("reason"), pre.get("for"))
+
+
+def _whole_gpus(gpus: list[dict[str, Any]]) -> int:
+    """GPUs that can be handed out whole (not in MIG mode): what gres/shard divides."""
+    return sum(int(g["count"]) if "count" in g else (0 if g.get("mig") else 1) for g in gpus)
 
 
 def _lookup(by_id: dict[int, Job], jobs: list[Job], job_id: int, task_id: int | None, attr: str) -> Any:

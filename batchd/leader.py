@@ -57,9 +57,15 @@ class Leadership:
 
         try:
             if self._conn is None or self._conn.closed:
+                # keepalives both ways: the server frees the lock of a controller whose
+                # machine vanished within ~15 s, and this side notices a dead link as fast
                 self._conn = psycopg.connect(_pg_conninfo(self.url), autocommit=True,
                                              application_name=f"batchd-controller:{self.node}",
-                                             connect_timeout=5)
+                                             connect_timeout=5, keepalives=1, keepalives_idle=5,
+                                             keepalives_interval=2, keepalives_count=3)
+                for setting in ("tcp_keepalives_idle = 5", "tcp_keepalives_interval = 2",
+                                "tcp_keepalives_count = 3", "statement_timeout = 5000"):
+                    self._conn.execute(f"SET {setting}")
                 self._leader = False
             if self._leader:
                 self._conn.execute("SELECT 1")

@@ -34,8 +34,8 @@ def end_run(store: Store, j: Job, state: str, code: int, sig: int, start: float,
         billing=j.billing, submit_time=j.submit_time, start_time=start, end_time=end,
         elapsed_s=max(0, int(round(end - start))), state=state, exit_code=code, exit_signal=sig,
         array_job_id=j.array_job_id, array_task_id=j.array_task_id,
-        cpu_time_s=(ru.get("utime", 0.0) + ru.get("stime", 0.0)) if rusage else None,
-        max_rss_mb=ru.get("maxrss_kb", 0.0) / 1024 if rusage else None,
+        cpu_time_s=(ru.get("user_cpu_s", 0.0) + ru.get("sys_cpu_s", 0.0)) if rusage else None,
+        max_rss_mb=max(ru.get("max_rss_kb", 0.0), ru.get("peak_tree_rss_kb", 0.0)) / 1024 if rusage else None,
     )
     requeue = (state in ("PREEMPTED", "NODE_FAIL") and j.requeue) or state == "REQUEUED"
     changes: dict[str, Any]

@@ -176,3 +176,33 @@ def check(as_json: bool, probe: bool) -> None:
     else:
         for line in r.lines():
             click.echo(line)
+
+
+def _set_state(action: str, name: str, reason: str | None) -> None:
+    from batchd.cli.admin import call
+
+    res = call("POST", "/v1/nodes/state", {"node": name, "action": action, "reason": reason})
+    click.echo(f"node {res['node']}: {res['state']}" + (f" ({reason})" if reason and action != "resume" else ""))
+
+
+@command.command("drain")
+@click.argument("name")
+@click.option("--reason", required=True, help="Why (shown by sinfo -R and scontrol show node).")
+def drain(name: str, reason: str) -> None:
+    """Take no new jobs on NAME; the running ones finish."""
+    _set_state("drain", name, reason)
+
+
+@command.command("resume")
+@click.argument("name")
+def resume(name: str) -> None:
+    """Make a drained or down node schedulable again."""
+    _set_state("resume", name, None)
+
+
+@command.command("down")
+@click.argument("name")
+@click.option("--reason", required=True, help="Why the node is down.")
+def down(name: str, reason: str) -> None:
+    """Mark NAME DOWN (no new jobs; the controller treats it as failed)."""
+    _set_state("down", name, reason)
