@@ -363,6 +363,9 @@ def submit(spec, request):
         return request("POST", "/v1/jobs", {"spec": spec})
     except Unreachable as e:
         _err(str(e))
+    except (OSError, ValueError) as e:
+        # the daemon went away mid-request or answered garbage: one line, no traceback
+        _err(f"Batch job submission failed: the batchd daemon did not answer ({e})")
     except DaemonError as e:
         pre = PRE_LINES.get(e.code)
         if pre:
@@ -399,8 +402,8 @@ def main(argv=None):
 
         try:
             return wait_for(job_id, request)
-        except (DaemonError, Unreachable) as e:
-            _err(getattr(e, "message", str(e)))
+        except (DaemonError, Unreachable, OSError, ValueError) as e:
+            _err(getattr(e, "message", None) or str(e))
     return 0
 
 

@@ -156,3 +156,33 @@ def test_export_quoted_values():
     assert sbatch.split_quoted("A='x,y',B,\"C=1,2\"") == ["A=x,y", "B", "C=1,2"]
     env = sbatch.job_environment("A='x,y',B", {"B": "b"})
     assert env["A"] == "x,y" and env["B"] == "b"
+
+
+@pytest.mark.parametrize("read_first", [True, False], ids=["closed", "reset"])
+def test_daemon_dropping_the_connection_is_one_line(read_first, tmp_path, monkeypatch, capsys):
+    import socket
+    import threading
+
+    path = str(tmp_path / "rst.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(1)
+
+    def drop():
+        conn, _ = srv.accept()
+        if read_first:
+            conn.recv(65536)
+        else:
+            import time
+            time.sleep(0.2)  # let the request arrive unread: closing then resets the peer
+        conn.close()  # no reply at all
+
+    t = threading.Thread(target=drop, daemon=True)
+    t.start()
+    monkeypatch.setattr(sbatch.os, "environ", recorded_caller_env({"BATCHD_SOCKET": path}))
+    monkeypatch.setenv("BATCHD_SOCKET", path)
+    with pytest.raises(SystemExit) as e:
+        sbatch.main(["--wrap", "true"])
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and err.startswith("sbatch: error: ") and err.count("\n") == 1
+    srv.close()
