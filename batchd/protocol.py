@@ -107,6 +107,7 @@ workdir, stdout, stderr, command: str; dependency: str | None; requeue: bool; re
   "afterany:63(unfulfilled),afterany:65(failed)", "singleton(unfulfilled)"; None once satisfied)
 exit_code: str ("0:0"); derived_exit_code: str; comment: str | None; batch_host: str | None
 start_estimate: float | None (squeue --start)
+begin_time: float | None  --begin / after-requeue hold-off; a pending job shows it as its start time
 Optional keys the commands print when present (fallbacks in brackets):
 mem_per_cpu_mb / mem_per_node_mb: int | None   the memory request as given or defaulted, one of
   them set (squeue %m, scontrol MinMemoryCPU=/MinMemoryNode=) [mem_mb as MinMemoryNode]

@@ -82,8 +82,9 @@ def job_lines(j: dict, details: bool = False) -> list[str]:
     first += f" JobName={g('name') or ''}"
     tl = g("time_limit_s")
     limit = "UNLIMITED" if tl in (None, -1) else fmt.fmt_hms(tl)
-    start = g("start_time")
-    started = bool(start) and state != "PENDING"
+    started = bool(g("start_time")) and state != "PENDING"
+    # a pending job with --begin shows its begin time as StartTime, as Slurm does
+    start = g("start_time") or (g("begin_time") if state == "PENDING" else None)
     if state == "PENDING":
         end_s = "Unknown"
     elif g("end_time") and (state in FINAL or state == "COMPLETING"):

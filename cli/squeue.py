@@ -189,10 +189,10 @@ def job_value(job: dict, key: str, now: float | None = None) -> str:
         return f"{(g('priority') or 0) / 4294967295:.14f}"
     if key == "start_time":
         if state == "PENDING":
-            return _ts(g("start_estimate") or g("start_time"))
+            return _ts(g("start_estimate") or g("start_time") or g("begin_time"))
         return _ts(g("start_time"))
     if key == "end_time":
-        if not g("start_time"):
+        if not (g("start_time") or (state == "PENDING" and g("begin_time"))):
             return "N/A"
         if state not in ("PENDING", "RUNNING", "SUSPENDED", "CONFIGURING") and g("end_time"):
             return _ts(g("end_time"))
@@ -271,7 +271,7 @@ def _sort_value(job: dict, code: str) -> object:
         return float("inf") if tl in (None, fmt.UNLIMITED) else tl
     if code in ("S", "V", "e"):
         key = {"S": "start_time", "V": "submit_time", "e": "end_time"}[code]
-        v = g(key) if code != "S" or g("state") != "PENDING" else (g("start_estimate") or g("start_time"))
+        v = g(key) if code != "S" or g("state") != "PENDING" else (g("start_estimate") or g("start_time") or g("begin_time"))
         return float("inf") if v is None else v
     if code in ("D", "C", "y", "U"):
         return g({"D": "nodes", "C": "cpus", "y": "nice", "U": "uid"}[code]) or 0

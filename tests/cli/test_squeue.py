@@ -178,3 +178,12 @@ def test_environment_formats(daemon, monkeypatch):
     monkeypatch.setenv("SQUEUE_FORMAT2", "JobID:4,State:3")
     monkeypatch.delenv("SQUEUE_FORMAT")
     assert render(daemon, ["-h"]).splitlines()[0] == "84  RUN"
+
+
+def test_begin_time_is_the_pending_start(daemon):
+    later = next(j for j in daemon.jobs if j["id"] == 92)
+    later["begin_time"], later["start_time"] = later["start_time"], None
+    assert render(daemon, ["-h", "--start"]).splitlines()[0].split()[:6] == \
+        ["92", "gpu", "later", "root", "PD", "2026-11-30T15:43:44"]
+    daemon.jobs = [later]
+    assert render(daemon, ["-h", "-o", "%i %S %e"]) == "92 2026-11-30T15:43:44 NONE\n"
