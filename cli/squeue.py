@@ -99,7 +99,9 @@ CODES = {
     "d": ("MIN_TMP_DISK", "zero"), "D": ("NODES", "nodes"), "e": ("END_TIME", "end_time"),
     "E": ("DEPENDENCY", "dependency"), "f": ("FEATURES", "features"),
     "F": ("ARRAY_JOB_ID", "array_job_id"), "g": ("GROUP", "group"), "G": ("GROUP", "gid"),
-    "h": ("OVER_SUBSCRIBE", "oversubscribe"), "i": ("JOBID", "display_id"),
+    "h": ("OVER_SUBSCRIBE", "oversubscribe"), "H": ("SOCKETS_PER_NODE", "star"),
+    "I": ("CORES_PER_SOCKET", "star"), "J": ("THREADS_PER_CORE", "star"), "X": ("CORE_SPEC", "star"),
+    "i": ("JOBID", "display_id"),
     "j": ("NAME", "name"), "k": ("COMMENT", "comment"), "K": ("ARRAY_TASK_ID", "array_task_id"),
     "l": ("TIME_LIMIT", "time_limit"), "L": ("TIME_LEFT", "time_left"),
     "m": ("MIN_MEMORY", "min_memory"), "M": ("TIME", "time_used"), "n": ("REQ_NODES", "empty"),
@@ -138,6 +140,14 @@ FIELDS = {
     "tresperjob": ("TRES_PER_JOB", "tres_per_job"), "trespernode": ("TRES_PER_NODE", "tres_per_node"),
     "userid": ("UID", "uid"), "username": ("USER", "user"), "workdir": ("WORK_DIR", "workdir"),
     "nodes": ("NODES", "nodes"), "reservation": ("RESERVATION", "null"), "qosraw": ("QOS", "qos"),
+    "cluster": ("CLUSTER", "cluster"), "licenses": ("LICENSES", "null"), "reboot": ("REBOOT", "zero"),
+    "mintime": ("MIN_TIME", "zero"), "pendingtime": ("PENDING_TIME", "pending_time"),
+    "preempttime": ("PREEMPT_TIME", "preempt_time"), "lastschedeval": ("LAST_SCHED_EVAL", "last_sched_eval"),
+    "cpuspertask": ("CPUS_PER_TASK", "cpus_per_task"), "sockets": ("SOCKETS_PER_NODE", "star"),
+    "cores": ("CORES_PER_SOCKET", "star"), "threads": ("THREADS_PER_CORE", "star"),
+    "contiguous": ("CONTIGUOUS", "zero"), "corespec": ("CORE_SPEC", "star"),
+    "admincomment": ("ADMIN_COMMENT", "null"), "network": ("NETWORK", "null"),
+    "batchflag": ("BATCHFLAG", "one"), "wckey": ("WCKEY", "null"), "exechost": ("EXEC_HOST", "batch_host"),
 }
 
 
@@ -215,6 +225,22 @@ def job_value(job: dict, key: str, now: float | None = None) -> str:
         return ""
     if key == "zero":
         return "0"
+    if key == "one":
+        return "1"
+    if key == "star":
+        return "*"
+    if key == "batch_host":
+        return g("batch_host") or "n/a"
+    if key == "cpus_per_task":
+        return str(g("cpus_per_task") or max(1, (g("cpus") or 1) // max(1, g("ntasks") or 1)))
+    if key == "pending_time":
+        eligible = g("eligible_time")
+        if not eligible:
+            return "0"
+        until = (now or time.time()) if state == "PENDING" else (g("start_time") or eligible)
+        return str(max(0, int(until - eligible)))
+    if key in ("preempt_time", "last_sched_eval"):
+        return _ts(g(key))
     if key == "oversubscribe":
         return "OK"
     if key == "sct":

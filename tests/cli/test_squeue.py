@@ -187,3 +187,12 @@ def test_begin_time_is_the_pending_start(daemon):
         ["92", "gpu", "later", "root", "PD", "2026-11-30T15:43:44"]
     daemon.jobs = [later]
     assert render(daemon, ["-h", "-o", "%i %S %e"]) == "92 2026-11-30T15:43:44 NONE\n"
+
+
+def test_more_codes_and_fields(daemon):
+    daemon.jobs = [j for j in daemon.jobs if j["id"] in (84, 90)]
+    assert render(daemon, ["-o", "%i %H %I %J %B %y", "-S", "i"]).splitlines() == [
+        "JOBID SOCKETS_PER_NODE CORES_PER_SOCKET THREADS_PER_CORE EXEC_HOST NICE",
+        "84 * * * vm 0", "90 * * * n/a 0"]
+    assert render(daemon, ["-O", "JobID:4,CPUsPerTask:.3,PendingTime:5,BatchFlag:2", "-S", "i"]).splitlines() == [
+        "JOBICPUPENDIBA", "84    40    1 ", "90    14    1 "]
