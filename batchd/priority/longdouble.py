@@ -54,8 +54,11 @@ def ld(x: Fraction | int | float) -> Fraction:
 
 
 def dbl(x: Fraction | int | float) -> float:
-    """``x`` rounded to the nearest double (the C cast ``(double)``)."""
-    return float(Fraction(x))
+    """``x`` rounded to the nearest double (the C cast ``(double)``; +-inf beyond range)."""
+    try:
+        return float(Fraction(x))
+    except OverflowError:
+        return float("inf") if x > 0 else float("-inf")
 
 
 def ld_div(a: Fraction | int | float, b: Fraction | int | float) -> Fraction:
