@@ -62,10 +62,6 @@ def show(daemon, argv, capsys):
     return rc, out, err
 
 
-def _pin_now(monkeypatch):
-    monkeypatch.setattr(scontrol.time, "time", lambda: NOW)
-
-
 @pytest.mark.parametrize("argv,name,first", [
     (["show", "job", "84"], "scontrol_job_84.txt", "JobId=84 JobName=train-a"),
     (["show", "job", "-d", "84"], "scontrol_job_84_d.txt", "JobId=84 JobName=train-a"),
@@ -75,8 +71,7 @@ def _pin_now(monkeypatch):
     (["show", "job", "94"], "scontrol_job_94.txt",
      "JobId=94 ArrayJobId=94 ArrayTaskId=0-9%2 ArrayTaskThrottle=2 JobName=arr"),
 ], ids=lambda x: x if isinstance(x, str) else None)
-def test_show_job_matches_slurm(daemon, monkeypatch, capsys, argv, name, first):
-    _pin_now(monkeypatch)
+def test_show_job_matches_slurm(daemon, capsys, argv, name, first):
     rc, out, err = show(daemon, argv, capsys)
     assert rc == 0 and err == ""
     lines = out.split("\n")
@@ -84,8 +79,7 @@ def test_show_job_matches_slurm(daemon, monkeypatch, capsys, argv, name, first):
     assert "\n".join(lines[1:]) == golden(name)
 
 
-def test_show_job_preempted(daemon, monkeypatch, capsys):
-    _pin_now(monkeypatch)
+def test_show_job_preempted(daemon, capsys):
     daemon.jobs = [job(938, "victim-noreq", "training", 5041, "PREEMPTED", reason="None", qos="low",
                        requeue=False, exit_code="0:15", run_time_s=3, node_list="vm", batch_host="vm",
                        submit_time=ts("2026-11-30T14:48:34"), eligible_time=ts("2026-11-30T14:48:34"),
@@ -118,8 +112,7 @@ def test_show_errors(daemon, capsys):
     assert show(daemon, ["show", "bogus"], capsys)[0] == 1
 
 
-def test_oneliner(daemon, monkeypatch, capsys):
-    _pin_now(monkeypatch)
+def test_oneliner(daemon, capsys):
     rc, out, _ = show(daemon, ["-o", "show", "job", "88"], capsys)
     assert out.count("\n") == 1 and out.startswith("JobId=88 JobName=train-wait UserId=root(0) ")
     assert " TimeLimit=00:10:00 " in out
