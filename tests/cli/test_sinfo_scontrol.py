@@ -162,3 +162,13 @@ def test_sinfo_node_oriented_and_long(daemon):
         "PARTITION AVAIL  TIMELIMIT   JOB_SIZE ROOT OVERSUBS     GROUPS  NODES       STATE NODELIST",
         "gpu*         up   infinite 1-infinite   no       NO        all      1       mixed vm",
         "debug        up    1:00:00 1-infinite   no       NO        all      1       mixed vm"]
+
+
+def test_show_job_requeued_pending(daemon, capsys):
+    # views/04_preemption.txt: job 99 after preemption with requeue, held off until its begin time
+    daemon.jobs = [job(99, "victim", "training", 5041, reason="BeginTime", qos="low", restarts=1,
+                       submit_time=ts("2026-11-30T14:45:04"), eligible_time=ts("2026-11-30T14:47:05"),
+                       begin_time=ts("2026-11-30T14:47:05"), last_sched_eval=ts("2026-11-30T14:45:01"),
+                       tres_req="cpu=1,mem=1G,node=1,billing=9,gres/gpu=4", tres_per_node="gres:gpu:4")]
+    rc, out, _ = show(daemon, ["show", "job", "99"], capsys)
+    assert rc == 0 and out == golden("scontrol_job_99_requeued.txt")
