@@ -122,8 +122,34 @@ def cluster_tres(snapshot: dict) -> tuple[dict[str, float], int, float]:
     return tot, len(active), float(sum(float(n.get("cpus", 0) or 0) for n in active))
 
 
-def job_tres(job: dict) -> dict[str, float]:
-    """The job's TRES counts (job totals, mem in MiB), see the module docstring."""
+def _gpu_type_of(node: dict | None, gpu: Any) -> str | None:
+    """The type (or MIG profile) of allocated GPU ``gpu`` (an index or a UUID) on ``node``."""
+    if not node:
+        return None
+    base = 0
+    for g in node.get("gpus") or []:
+        if not isinstance(g, dict):
+            continue
+        if "count" in g and "index" not in g:
+            n = int(g.get("count") or 0)
+            if isinstance(gpu, int) and base <= gpu < base + n:
+                return g.get("type")
+            base += n
+            continue
+        if gpu == g.get("index") or gpu == g.get("uuid"):
+            return g.get("type")
+        for m in g.get("mig") or []:
+            if isinstance(m, dict) and gpu == m.get("uuid"):
+                return m.get("profile")
+    return None
+
+
+def job_tres(job: dict, nodes: dict[str, dict] | None = None) -> dict[str, float]:
+    """The job's TRES counts (job totals, mem in MiB), see the module docstring.
+
+    For a running job the allocation gives cpu, mem, node and gres/gpu, and, when
+    ``nodes`` (name -> snapshot node) is given, ``gres/gpu:TYPE`` of the allocated
+    devices (as Slurm's AllocTRES names the type even for an untyped request)."""
     given = job.get("tres")
     if isinstance(given, str):
         return parse_tres(given)
@@ -141,6 +167,18 @@ def job_tres(job: dict) -> dict[str, float]:
         ngpu = float(sum(len(a.get("gpus") or []) for a in alloc.values()))
         if ngpu or "gres/gpu" in out:
             out["gres/gpu"] = ngpu
+        if nodes:
+            typed: dict[str, float] = {}
+            for name, a in alloc.items():
+                for gpu in a.get("gpus") or []:
+                    t = _gpu_type_of(nodes.get(name), gpu)
+                    if t:
+                        k = normalize_tres_name(f"gres/gpu:{t}")
+                        typed[k] = typed.get(k, 0.0) + 1.0
+            if typed:
+                for k in [k for k in out if k.startswith("gres/gpu:")]:
+                    del out[k]
+                out.update(typed)
     else:
         out["node"] = float(job.get("nodes") or 1)
     return out
@@ -207,9 +245,10 @@ def job_factors(snapshot: dict, policy: dict, fs_factors: dict[str, float]) -> l
     parts = snapshot.get("partitions") or []
     default_part = next((str(p["name"]) for p in parts if p.get("default") and p.get("name")),
                         str(parts[0]["name"]) if parts and parts[0].get("name") else "batch")
+    by_name = {str(n.get("name")): n for n in snapshot.get("nodes") or []}
     out = []
     for j in jobs:
-        tres = job_tres(j)
+        tres = job_tres(j, by_name)
         pj = float(j.get("partition_job_factor", 1) or 0)
         qp = float(j.get("qos_priority_value", 0) or 0)
         ap = float(j.get("assoc_priority", 0) or 0)

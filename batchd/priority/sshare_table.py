@@ -187,7 +187,9 @@ def tres_run_mins(snapshot: dict, policy: dict) -> tuple[dict[str, dict[str, flo
 
     For each running job: TRES count (and billing) x remaining minutes of its time
     limit (``time_limit_s`` None or < 0 = UNLIMITED, counted as 4294967295 minutes as
-    Slurm does), added to its user association and every ancestor account."""
+    Slurm does), added to its user association and every ancestor account. As in
+    Slurm, the run time is taken off at each priority calculation (every
+    ``calc_period_s``, here on multiples of it), not continuously."""
     from batchd.priority.multifactor import cluster_tres, job_tres
     from batchd.priority.policy import billing_weights
     from batchd.priority.tree import build_tree
@@ -198,6 +200,9 @@ def tres_run_mins(snapshot: dict, policy: dict) -> tuple[dict[str, dict[str, flo
     tree = build_tree(snapshot)
     weights = billing_weights(policy)
     now = float(snapshot.get("now") or 0.0)
+    period = float(policy.get("calc_period_s") or 0)
+    tick = math.floor(now / period) * period if period > 0 else now
+    by_name = {str(n.get("name")): n for n in snapshot.get("nodes") or []}
     out: dict[str, dict[str, float]] = {a.key: {k: 0.0 for k in order} for a in tree.order}
     out["root"] = {k: 0.0 for k in order}
     for j in snapshot.get("jobs") or []:
@@ -209,9 +214,9 @@ def tres_run_mins(snapshot: dict, policy: dict) -> tuple[dict[str, dict[str, flo
             continue
         limit = j.get("time_limit_s")
         limit_s = INFINITE_MIN * 60.0 if limit is None or limit < 0 else float(limit)
-        left_s = max(limit_s - max(now - float(j["start_time"]), 0.0), 0.0)
-        tres = job_tres(j)
-        tres["billing"] = billing(weights, tres)
+        left_s = max(limit_s - max(tick - float(j["start_time"]), 0.0), 0.0)
+        tres = job_tres(j, by_name)
+        tres["billing"] = float(math.trunc(billing(weights, tres)))  # an integer TRES count, as in AllocTRES
         a = assoc
         while a is not None:
             row = out.setdefault(a.key, {k: 0.0 for k in order})

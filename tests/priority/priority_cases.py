@@ -34,7 +34,7 @@ def _job(jid, acct, gpus, *, state="PENDING", cpus=1, mem=1024, limit=None, star
 def reference_snapshot(training_usage=161.0):
     return {
         "version": 1, "now": REF_NOW, "cluster": "refcluster",
-        "policy": {"weight_age": 1000, "weight_fairshare": 10000, "weight_jobsize": 1000,
+        "policy": {"calc_period_s": 60, "weight_age": 1000, "weight_fairshare": 10000, "weight_jobsize": 1000,
                    "weight_partition": 1000, "weight_qos": 2000,
                    "weight_tres": "CPU=100,Mem=100,GRES/gpu=1000",
                    "tres_billing_weights": "CPU=1.0,Mem=0.25G,GRES/gpu=2.0"},
