@@ -144,19 +144,29 @@ class Failures:
     """Per-account signatures of jobs that failed in a pass, for pruning and reasons."""
 
     def __init__(self, use_time: bool = False) -> None:
-        self.sigs: dict[tuple, list[tuple[tuple, str]]] = {}
+        self.sigs: dict[tuple, list[tuple[tuple, float, str]]] = {}
         self.use_time = use_time
-
-    def _flat(self, amounts: tuple) -> tuple:
-        tasks, per_task, time_limit, neg_prio = amounts
-        return (tasks, *per_task, neg_prio, time_limit if self.use_time else 0.0)
+        self.known: dict[tuple, str] = {}   # positive answers stay true: signatures only grow
 
     def dominated(self, j: JobRT) -> str | None:
+        key = (j.queue, j.shape, j.amounts, j.time_limit_key)
+        r = self.known.get(key)
+        if r is None:
+            r = self._dominated(j)
+            if r is not None:
+                self.known[key] = r
+        return r
+
+    def _dominated(self, j: JobRT) -> str | None:
         lst = self.sigs.get((j.queue, j.shape))
         if not lst:
             return None
-        mine = self._flat(j.amounts)
-        for amounts, reason in lst:
+        mine = j.amounts
+        tl = j.time_limit_key
+        use_time = self.use_time
+        for amounts, ftl, reason in lst:
+            if use_time and tl < ftl:
+                continue
             for x, y in zip(mine, amounts, strict=True):
                 if x < y:
                     break
@@ -167,7 +177,7 @@ class Failures:
     def add(self, j: JobRT, reason: str) -> None:
         lst = self.sigs.setdefault((j.queue, j.shape), [])
         if len(lst) < 8:
-            lst.append((self._flat(j.amounts), reason))
+            lst.append((j.amounts, j.time_limit_key, reason))
 
 
 def never_fits(s: Session, j: JobRT, cache: dict) -> str | None:
@@ -226,7 +236,7 @@ def allocate_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], bf: Ba
             return False
         capacity = r in ("Resources", "Priority")
         reasons[j.id] = "Priority" if capacity else r
-        if capacity and bf is not None:
+        if capacity and bf is not None and bf.attempts < bf.max:
             bf.reserve(j, gpu_options(s, j))
         return True
 
@@ -239,7 +249,7 @@ def allocate_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], bf: Ba
             if not reason:
                 reason = "Priority" if _pools_overlap(j.pools, waiting_pools) else "Resources"
                 waiting_pools |= j.pools
-                if bf is not None:
+                if bf is not None and bf.attempts < bf.max:
                     bf.reserve(j, gpu_options(s, j))
         reasons[j.id] = reason
         failures.add(j, reason)

@@ -344,13 +344,15 @@ def reclaim_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], idle_ok
         # necessary for can_reclaim: room under the fair share for the smallest GPU request
         return q.alloc[GPU] + min_gpu.get(q, 0.0) <= q.fs[GPU] + EPS
 
-    picker = PendingPicker(s, cands, queue_ok=queue_ok)
+    if not any(queue_ok(q) for q in min_gpu):
+        return  # no account has room under its fair share: nothing can change in this pass
+    picker = PendingPicker(s, cands, skip=lambda j: failures.dominated(j) is not None, queue_ok=queue_ok)
     base = _running_victims(s)
     while True:
         j = picker.pop()
         if j is None:
             break
-        if not j.R.get(GPU) or not can_reclaim(s, j) or failures.dominated(j) is not None:
+        if not can_reclaim(s, j):
             continue
         cands = [v for v in base if not v.evicted and v.queue is not j.queue and v.charge.get(GPU)
                  and victim_filter(s, j, v.queue)]
@@ -368,13 +370,12 @@ def preempt_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], idle_ok
     for v in _running_victims(s):
         by_queue.setdefault(v.queue, []).append(v)
     lowest = {q: min(v.prio for v in vs) for q, vs in by_queue.items()}
-    picker = PendingPicker(s, [j for j in jobs if not j.started and j.queue in lowest and lowest[j.queue] < j.prio])
+    picker = PendingPicker(s, [j for j in jobs if not j.started and j.queue in lowest and lowest[j.queue] < j.prio],
+                           skip=lambda j: failures.dominated(j) is not None)
     while True:
         j = picker.pop()
         if j is None:
             break
-        if failures.dominated(j) is not None:
-            continue
         cands = [v for v in by_queue.get(j.queue, ()) if not v.evicted and v.prio < j.prio]
         if solver.solve(j, cands):
             reasons.pop(j.id, None)

@@ -21,6 +21,7 @@ inside it, lowest job priority first, then the newest job.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 
 from .fairshare import UNLIMITED, Queue
 from .state import EPS, JobRT, Session, id_key
@@ -119,7 +120,10 @@ class PendingPicker:
         by_leaf: dict[Queue, list[JobRT]] = {}
         for j in jobs:
             by_leaf.setdefault(j.queue, []).append(j)
-        self.lists = {q: sorted(lst, key=lambda j: j.sort_key) for q, lst in by_leaf.items()}
+        key = attrgetter("sort_key")
+        for lst in by_leaf.values():
+            lst.sort(key=key)  # already in order when taken from Session.pending: cheap
+        self.lists = by_leaf
         self.pos = dict.fromkeys(self.lists, 0)
         self.cache: dict[Queue, tuple | None] = {}
         self.top = [q for q in s.top if self._has_jobs(q)]

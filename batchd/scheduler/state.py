@@ -14,6 +14,7 @@ is unlimited for it (quota and limit -1, weight 1): as in KAI, it still takes pa
 from __future__ import annotations
 
 import math
+from operator import attrgetter
 from typing import Any
 
 from .fairshare import UNLIMITED, Queue, compute_fair_shares, normalise_usage
@@ -30,11 +31,24 @@ _CPU_POOL = frozenset({"cpu"})
 
 class JobRT:
     """A job during one cycle. `R` is its whole-gang request on the tracked resource keys
-    (an untyped GPU request counts on `gres/gpu` only); `charge` what it holds once placed."""
+    (an untyped GPU request counts on `gres/gpu` only); `charge` what it holds once placed.
+    Fields that most jobs never change are class-level defaults (cheap to build 100k)."""
 
-    __slots__ = ("spec", "id", "queue", "prio", "preemptible", "tasks", "nodes", "tpn", "untyped", "typed",
-                 "cpu", "mem", "shard", "R", "gpus_total", "takes", "charge", "running", "started", "evicted",
-                 "sort_key", "end_time", "user", "qos_max", "shape", "amounts", "time_limit", "pools", "idk")
+    takes: list[Take] | None = None
+    charge: dict[str, float] = {}
+    started = False
+    evicted = False
+    end_time: float | None = None
+    qos_max: float | None = None
+    typed: list[tuple[str, int]] = []
+    shard = 0.0
+    R: dict[str, float] = {}
+    gpus_total = 0
+    sort_key: tuple = ()
+    shape: tuple = ()
+    amounts: tuple = ()
+    time_limit_key = float("inf")
+    pools: frozenset = frozenset()
 
     def __init__(self, spec: Any, queue: Queue):
         self.spec = spec
@@ -46,31 +60,19 @@ class JobRT:
         self.nodes = spec.nodes
         self.tpn = spec.tasks_per_node
         pt = spec.per_task
-        self.untyped = int(math.ceil(pt.get(GPU, 0) - 1e-9))
-        if len(pt) <= 3 and all(k in _PLAIN for k in pt):
-            self.typed: list[tuple[str, int]] = []
-        else:
+        g = pt.get(GPU, 0)
+        self.untyped = g if g.__class__ is int else int(math.ceil(g - 1e-9))
+        if len(pt) > 3 or not _PLAIN.issuperset(pt):
             self.typed = sorted((k[len(TYPED):], int(math.ceil(v - 1e-9)))
                                 for k, v in pt.items() if k.startswith(TYPED) and v)
-        self.cpu = float(pt.get("cpu", 0.0))
-        self.mem = float(pt.get("mem", 0.0))
-        self.shard = float(pt.get("gres/shard", 0.0))
-        self.R: dict[str, float] = {}
-        self.gpus_total = 0
-        self.takes: list[Take] | None = None
-        self.charge: dict[str, float] = {}
+            self.shard = float(pt.get("gres/shard", 0.0))
+        self.cpu = pt.get("cpu", 0.0)
+        self.mem = pt.get("mem", 0.0)
         self.running = spec.state in ACTIVE_STATES
-        self.started = False
-        self.evicted = False
-        self.sort_key: tuple = ()
-        self.end_time: float | None = None
         self.user = spec.user
-        self.qos_max: float | None = None
         self.time_limit = spec.time_limit_s
-        self.shape: tuple = ()
-        self.amounts: tuple = ()
-        self.pools: frozenset = frozenset()
-        self.idk = id_key(spec.id)
+        jid = spec.id
+        self.idk = (0, jid, "") if jid.__class__ is int else (1, 0, str(jid))
 
     def __repr__(self) -> str:
         return f"Job({self.id})"
@@ -128,9 +130,10 @@ class Session:
         self.pending: list[JobRT] = []
         self.ineligible: list[JobRT] = []
         self.running: list[JobRT] = []
+        queues = self.queues
         for spec in snap.jobs:
-            j = JobRT(spec, self.queues[spec.account])
-            mf = priorities.get(str(spec.id), 0)
+            j = JobRT(spec, queues[spec.account])
+            mf = priorities.get(str(spec.id), 0) if priorities else 0
             j.sort_key = (-j.prio, -mf, spec.submit_time, j.idk)
             if spec.qos in qos_limits:
                 j.qos_max = qos_limits[spec.qos]
@@ -141,8 +144,8 @@ class Session:
                 self.running.append(j)
             elif spec.state in PENDING_STATES:
                 (self.pending if spec.eligible else self.ineligible).append(j)
-        for j in self.pending:
-            self._add_demand(j)
+        self._add_demand(self.pending)
+        self.pending.sort(key=attrgetter("sort_key"))  # job order; pickers keep it
         k = float(policy.get("fairshare_k_value", 1.0))
         usage = snap.usage.get("accounts") if isinstance(snap.usage, dict) else None
         if isinstance(usage, dict) and usage:
@@ -210,20 +213,29 @@ class Session:
         j.gpus_total = count * tasks
         j.pools = frozenset(pools) if pools else _CPU_POOL
         pt = j.spec.per_task
-        keys = tuple(sorted(pt))
         tl = j.time_limit
-        j.shape = (keys, j.nodes, j.tpn, j.preemptible, j.user if j.qos_max is not None else None)
-        j.amounts = (tasks, tuple(pt[k] for k in keys), float("inf") if tl is None else tl, -j.prio)
+        j.shape = (tuple(pt), j.nodes, j.tpn, j.preemptible, j.user if j.qos_max is not None else None)
+        j.amounts = (tasks, -j.prio, *pt.values())
+        j.time_limit_key = float("inf") if tl is None else float(tl)
 
-    def _add_demand(self, j: JobRT) -> None:
-        demand = dict(j.R)
-        if j.untyped:
-            for r in self.res:
-                if r.startswith(TYPED) and self.may_use_type(j.queue, r[len(TYPED):]):
-                    demand[r] = demand.get(r, 0.0) + j.untyped * j.tasks
-        for q in j.queue.path:
-            for r, v in demand.items():
-                q.request[r] += v
+    def _add_demand(self, jobs: list[JobRT]) -> None:
+        """Add pending demand to `request`, per leaf first, then up the tree."""
+        per_leaf: dict[Queue, dict[str, float]] = {}
+        typed_res = [r for r in self.res if r.startswith(TYPED)]
+        for j in jobs:
+            acc = per_leaf.get(j.queue)
+            if acc is None:
+                acc = per_leaf[j.queue] = {}
+            for r, v in j.R.items():
+                acc[r] = acc.get(r, 0.0) + v
+            if j.untyped and typed_res:
+                for r in typed_res:
+                    if self.may_use_type(j.queue, r[len(TYPED):]):
+                        acc[r] = acc.get(r, 0.0) + j.untyped * j.tasks
+        for leaf, acc in per_leaf.items():
+            for q in leaf.path:
+                for r, v in acc.items():
+                    q.request[r] += v
 
     def _adopt_running(self, j: JobRT) -> None:
         spec = j.spec
