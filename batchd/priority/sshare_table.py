@@ -23,6 +23,7 @@ import math
 
 from batchd.priority.cfmt import c_double_field, c_f, cut_field
 from batchd.priority.fairshare import ShareRow
+from batchd.priority.tree import Assoc
 
 __all__ = ["FIELDS", "default_fields", "resolve_fields", "filter_rows", "render"]
 
@@ -217,7 +218,7 @@ def tres_run_mins(snapshot: dict, policy: dict) -> tuple[dict[str, dict[str, flo
         left_s = max(limit_s - max(tick - float(j["start_time"]), 0.0), 0.0)
         tres = job_tres(j, by_name)
         tres["billing"] = float(math.trunc(billing(weights, tres)))  # an integer TRES count, as in AllocTRES
-        a = assoc
+        a: Assoc | None = assoc
         while a is not None:
             row = out.setdefault(a.key, {k: 0.0 for k in order})
             for k, v in tres.items():

@@ -127,14 +127,15 @@ def build_tree(snapshot: dict) -> Tree:
     root = Assoc(ROOT, None, 1)
     accounts: dict[str, Assoc] = {ROOT: root}
     raw_parent: dict[str, str] = {}
-    for a in snapshot.get("accounts") or []:
-        name = str(a["name"])
+    for spec in snapshot.get("accounts") or []:
+        name = str(spec["name"])
         if name == ROOT:
             continue
         if name in accounts:
             raise ValueError(f"account {name!r} is defined twice")
-        accounts[name] = Assoc(name, None, _shares(a.get("shares"), _default_account_shares(a), f"account {name}"))
-        raw_parent[name] = str(a.get("parent") or ROOT)
+        accounts[name] = Assoc(name, None, _shares(spec.get("shares"), _default_account_shares(spec),
+                                                   f"account {name}"))
+        raw_parent[name] = str(spec.get("parent") or ROOT)
     for name, pname in raw_parent.items():
         if pname not in accounts:
             raise ValueError(f"account {name!r} has an unknown parent {pname!r}")
@@ -185,7 +186,7 @@ def build_tree(snapshot: dict) -> Tree:
     def walk(a: Assoc, depth: int) -> Fraction:
         a.depth = depth
         order.append(a)
-        kids_u = sorted((c for c in a.children if c.user is not None), key=lambda c: c.user.encode())
+        kids_u = sorted((c for c in a.children if c.user is not None), key=lambda c: (c.user or "").encode())
         kids_a = sorted((c for c in a.children if c.user is None), key=lambda c: c.account.encode())
         a.children = kids_u + kids_a
         total = Fraction(0)

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from priority_cases import recorded, reference_snapshot
@@ -110,3 +111,14 @@ def test_priority_core_is_pure():
             elif isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module.split(".")[0]]
             assert not set(names) & banned, (path.name, names)
+
+
+def test_judge_tool_agrees_on_every_row():
+    """The shared judge (`sshare -a -l -P --snapshot FILE`) over both recorded trees."""
+    sshare_bin = str(Path(sys.executable).parent / "sshare")
+    judge = "/work/shared/tools/fairshare_cases.py"
+    out = subprocess.run([sys.executable, judge, "judge", sshare_bin, "/work/shared/scenarios/fairshare", "-v"],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    assert "FAIL" not in out
+    agree, total = out.strip().splitlines()[-1].split()[0].split("/")
+    assert agree == total and int(total) >= 46
