@@ -185,12 +185,16 @@ class Controller:
                     for q in self.cfg.qos],
         }
 
+    @property
+    def node_timeout_s(self) -> float:
+        return float(self.cfg.scheduler.get("node_timeout_s", 30))
+
     # ------------------------------------------------------------------ node health
     def check_nodes(self, now: float) -> list[str]:
         """Nodes whose agent has not heartbeated for `[scheduler] node_timeout_s`
         (default 30 s) go DOWN; their running jobs end NODE_FAIL (requeued whole when
         they allow it). Returns the nodes marked DOWN now."""
-        timeout = float(self.cfg.scheduler.get("node_timeout_s", 30))
+        timeout = self.node_timeout_s
         down = []
         for n in self.store.list_nodes():
             if n.state != "DOWN" and now - n.heartbeat > timeout:

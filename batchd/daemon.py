@@ -153,12 +153,13 @@ class Daemon:
         sd_notify("READY=1")
 
     def _is_controller(self, now: float) -> bool:
-        if now - self._last_leader_poll >= LEADER_POLL_S or not self.leadership.is_leader():
-            if now - self._last_leader_poll >= LEADER_POLL_S:
-                self._last_leader_poll = now
-                was = self.leadership.is_leader()
-                if self.leadership.poll() and not was:
-                    self._schema_ok = self._check_schema()
+        """Whether this daemon schedules: polls the controller lock at most once per
+        LEADER_POLL_S (on SQLite always true); a new holder checks the schema first."""
+        if now - self._last_leader_poll >= LEADER_POLL_S:
+            self._last_leader_poll = now
+            was = self.leadership.is_leader()
+            if self.leadership.poll() and not was:
+                self._schema_ok = self._check_schema()
         return self.leadership.is_leader() and self._schema_ok
 
     def _check_schema(self) -> bool:
@@ -181,9 +182,14 @@ class Daemon:
                     self._last_heartbeat = now
                     self.store.heartbeat(self.node_names, now)
                 ended = self.agent.step()
-                if (woke or ended) and self._is_controller(now):
+                was_controller = self.leadership.is_leader()
+                if self._is_controller(now) and (woke or ended or not was_controller):
+                    # a new controller runs its first cycle at once
                     self.wake_event.clear()
-                    self.controller.check_nodes(now)
+                    # a controller that just took over first gives every agent one node
+                    # timeout to heartbeat, so a cluster restarting together loses no node
+                    if now - (self.leadership.since or now) >= self.controller.node_timeout_s:
+                        self.controller.check_nodes(now)
                     dec = self.controller.cycle()
                     if dec.get("start") or dec.get("preempt"):
                         self.notifier.notify("agents")
@@ -191,7 +197,6 @@ class Daemon:
                     self.agent.step()
                 elif woke:
                     self.wake_event.clear()
-                    self._is_controller(now)
             except Exception:  # the top of a cycle: log and go on with the next one
                 log.exception("cycle failed")
                 time.sleep(1)
