@@ -4,6 +4,20 @@ The format is the one of DESIGN.md section 5 (`"version": 1`). `load_snapshot` t
 JSON dict into typed objects and raises `ValueError` naming the offending key
 (`jobs[3].per_task.cpu: must be a number >= 0, got "x"`). Nothing here mutates the input.
 
+Defaults chosen here (DESIGN.md section 4 where it speaks, KAI's where it does not):
+
+- An account resource given without `limit` gets `limit = quota` (no borrowing); `-1` means
+  unlimited for both. A resource an account does not list at all is unlimited for it (quota
+  and limit -1, weight 1): KAI's convention, needed so that its victim order comes out the
+  same (see kai_semantics.md section 7). Hence the KAI cases spell `"limit": -1` explicitly.
+- `over_quota_weight` defaults to 1; `priority` to 100; `lending_limit` to none.
+- A job's `per_task.cpu` defaults to 1, `mem` to 0; `tasks` to 1; `preemptible` to true;
+  `priority` (QOS priority) to 0. A fractional GPU count is rounded up to whole GPUs.
+- Node `state` IDLE, MIXED, ALLOCATED (or COMPLETING) takes new jobs; any other state, or a
+  DRAIN/DOWN/FAIL/MAINT flag (`IDLE+DRAIN`), takes none (running jobs there still count).
+- Running jobs (RUNNING, COMPLETING, CONFIGURING, SUSPENDED) must carry `allocation`; its
+  `gpus` are device indices (ints) or `"<gpu index>:<mig uuid>"` for MIG instances.
+
 Extensions of the documented format, all optional:
 
 - `jobs[].eligible` (bool, default true) with `jobs[].reason`: a PENDING job with
