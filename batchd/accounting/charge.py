@@ -6,9 +6,9 @@ Rules:
 
 - Times are whole seconds: a run covers [floor(start), floor(end)) (as Slurm counts).
 - `charge_counts(tres, billing)` turns a usage record's TRES (job totals) into the
-  counts that are rolled up: every TRES as recorded, plus `billing`, plus the GPUs
-  that no typed TRES covers as `gres/gpu:gpu` (an untyped GPU; the controller uses
-  the same name for a GPU of unknown type). `gres/gpu` itself is rolled up for
+  counts that are rolled up: every TRES as recorded, plus `billing`; a run whose GPUs
+  carry no type at all gets them as `gres/gpu:gpu` (the controller's name for a GPU of
+  unknown type; it types every GPU it allocates, MIG slices by profile). `gres/gpu` itself is rolled up for
   GPU-hours but never charged: each GPU is charged once, through its type.
 - `unit_price(book, tres, t)` is the price per unit-second at t as an exact Fraction:
   the TRES's own price; for a GPU type or MIG profile without one, the `gres/gpu`
@@ -57,13 +57,8 @@ def charge_counts(tres: dict[str, Any], billing: float) -> dict[str, float]:
         if key == "billing" or not v:
             continue
         out[key] = float(v)
-    gpus = out.get("gres/gpu", 0.0)
-    if gpus:
-        covered = sum(v * float(mig_share(k.split(":", 1)[1])) for k, v in out.items()
-                      if k.startswith("gres/gpu:"))
-        left = gpus - covered
-        if left > 1e-9:
-            out[UNTYPED_GPU] = out.get(UNTYPED_GPU, 0.0) + left
+    if out.get("gres/gpu") and not any(k.startswith("gres/gpu:") for k in out):
+        out[UNTYPED_GPU] = out["gres/gpu"]
     if billing:
         out["billing"] = float(billing)
     return out

@@ -71,7 +71,7 @@ def _extra_runs(store: Store, start: int, end: int, now: float, accounts: set[st
     (to `now`), clipped to [start, end); and how many runs that was."""
     sums: dict[Key, float] = defaultdict(float)
     n = 0
-    for _, r in sql.unrolled_in_period(store, start, end):
+    for r in sql.unrolled_in_period(store, start, end):
         if (accounts and r.account not in accounts) or (users and r.user not in users):
             continue
         add_run(sums, r.account, r.user, r.node_list, r.tres, r.billing, r.start_time, r.end_time,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 
 from batchd.accounting.charge import charge_counts, gpu_type_of, run_seconds, split_hours
 from batchd.model import UsageRec
@@ -52,7 +53,8 @@ def add_run(sums: dict[Key, float], account: str, user: str, node: str, tres: di
             sums[(hour, account, user, node, gtype, k)] += v * secs
 
 
-def sums_of(records: list[UsageRec], clip: tuple[int, int] | None = None) -> dict[Key, float]:
+def sums_of(records: Iterable[UsageRec | sql.Run], clip: tuple[int, int] | None = None) -> dict[Key, float]:
+    """Hourly TRES-seconds of `records` (usage records or the rollup's `Run` rows)."""
     sums: dict[Key, float] = defaultdict(float)
     for r in records:
         add_run(sums, r.account, r.user, r.node_list, r.tres, r.billing, r.start_time, r.end_time,
@@ -72,8 +74,8 @@ def run_rollup(store: Store, now: float | None = None, batch: int = 2000) -> int
         recs = sql.unrolled_usage(store, batch)
         if not recs:
             break
-        sums = sums_of([r for _, r in recs])
-        sql.apply_rollup(store, [i for i, _ in recs], dict(sums), now)
+        sums = sums_of(recs)
+        sql.apply_rollup(store, [r.id for r in recs], dict(sums), now)
         done += len(recs)
         if len(recs) < batch:
             break

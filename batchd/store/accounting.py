@@ -6,14 +6,13 @@ and return plain values (`Price`, tuples, dicts), never ORM rows.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import Integer, case, cast, func, select, tuple_
+from sqlalchemy import Integer, case, cast, func, select
 
 from batchd.accounting.prices import Price
-from batchd.model import UsageRec, from_row
 from batchd.store import Store
 from batchd.store.tables import (
     AuditRow,
@@ -92,12 +91,35 @@ def _json(d: Any) -> str:
 
 
 # ------------------------------------------------------------------ rollup
-def unrolled_usage(store: Store, limit: int) -> list[tuple[int, UsageRec]]:
+class Run(NamedTuple):
+    """What the rollup reads of a usage record."""
+    id: int
+    account: str
+    user: str
+    node_list: str
+    tres: dict[str, Any]
+    billing: float
+    start_time: float
+    end_time: float
+    gpu_util_pct: float | None
+
+
+_RUN_COLS = (UsageRecord.id, UsageRecord.account, UsageRecord.user, UsageRecord.node_list, UsageRecord.tres,
+             UsageRecord.billing, UsageRecord.start_time, UsageRecord.end_time, UsageRecord.gpu_util_pct)
+
+
+def unrolled_usage(store: Store, limit: int) -> list[Run]:
     """Up to `limit` usage records not yet in the rollup ledger, by id."""
-    q = (select(UsageRecord).outerjoin(RollupLedger, RollupLedger.usage_id == UsageRecord.id)
+    q = (select(*_RUN_COLS).outerjoin(RollupLedger, RollupLedger.usage_id == UsageRecord.id)
          .where(RollupLedger.usage_id.is_(None)).order_by(UsageRecord.id).limit(limit))
     with store.tx() as s:
-        return [(r.id, from_row(UsageRec, r)) for r in s.scalars(q)]
+        return [Run(*r) for r in s.execute(q)]
+
+
+_UPSERT = ('INSERT INTO usage_hourly (hour, account, "user", node, gpu_type, tres, amount) '
+           "VALUES ({m}, {m}, {m}, {m}, {m}, {m}, {m}) "
+           'ON CONFLICT (hour, account, "user", node, gpu_type, tres) '
+           "DO UPDATE SET amount = usage_hourly.amount + excluded.amount")
 
 
 def apply_rollup(store: Store, usage_ids: list[int], sums: dict[tuple[int, str, str, str, str, str], float],
@@ -107,32 +129,20 @@ def apply_rollup(store: Store, usage_ids: list[int], sums: dict[tuple[int, str, 
     happen or neither. A record already in the ledger makes the whole transaction fail
     (IntegrityError) instead of counting it twice."""
     with store.tx() as s:
-        s.add_all([RollupLedger(usage_id=i, rolled_at=now) for i in usage_ids])
-        s.flush()
+        if usage_ids:
+            s.execute(RollupLedger.__table__.insert(), [{"usage_id": i, "rolled_at": now} for i in usage_ids])
         if fault_hook is not None:
             fault_hook("ledger")
-        keys = list(sums)
-        existing: dict[tuple[int, str, str, str, str, str], UsageHourly] = {}
-        cols = (UsageHourly.hour, UsageHourly.account, UsageHourly.user, UsageHourly.node,
-                UsageHourly.gpu_type, UsageHourly.tres)
-        for i in range(0, len(keys), 500):
-            chunk = keys[i:i + 500]
-            hours = sorted({k[0] for k in chunk})
-            q = select(UsageHourly).where(UsageHourly.hour.in_(hours), tuple_(*cols).in_(chunk))
-            for r in s.scalars(q):
-                existing[(r.hour, r.account, r.user, r.node, r.gpu_type, r.tres)] = r
-        new = []
-        for k, amount in sums.items():
-            row = existing.get(k)
-            if row is None:
-                new.append({"hour": k[0], "account": k[1], "user": k[2], "node": k[3], "gpu_type": k[4],
-                            "tres": k[5], "amount": amount})
-            else:
-                row.amount = row.amount + amount
+        if sums:
+            # a raw executemany: SQLAlchemy's per-row parameter processing would cost more
+            # than the database's work here (hundreds of thousands of rows per month)
+            mark = "%s" if store.engine.dialect.name == "postgresql" else "?"
+            conn = s.connection()
+            rows = [(*k, v) for k, v in sums.items()]
+            for i in range(0, len(rows), 10000):
+                conn.exec_driver_sql(_UPSERT.format(m=mark), rows[i:i + 10000])
         if fault_hook is not None:
             fault_hook("sums")
-        if new:
-            s.execute(UsageHourly.__table__.insert(), new)
 
 
 def rollup_status(store: Store) -> dict[str, Any]:
@@ -184,26 +194,13 @@ def hourly_gpu(store: Store, start: int, end: int, accounts: Iterable[str] | Non
         return [(int(h), a, t, float(v)) for h, a, t, v in s.execute(q)]
 
 
-def unrolled_in_period(store: Store, start: int, end: int) -> list[tuple[int, UsageRec]]:
-    """Usage records overlapping [start, end) that the rollup has not taken yet."""
-    q = (select(UsageRecord).outerjoin(RollupLedger, RollupLedger.usage_id == UsageRecord.id)
+def unrolled_in_period(store: Store, start: int, end: int) -> list[Run]:
+    """Usage records overlapping [start, end) that the rollup has not taken yet, by id."""
+    q = (select(*_RUN_COLS).outerjoin(RollupLedger, RollupLedger.usage_id == UsageRecord.id)
          .where(RollupLedger.usage_id.is_(None), UsageRecord.end_time >= start,
                 UsageRecord.start_time < end).order_by(UsageRecord.id))
     with store.tx() as s:
-        return [(r.id, from_row(UsageRec, r)) for r in s.scalars(q)]
-
-
-def iter_usage_minimal(store: Store, start: int, end: int, accounts: Iterable[str] | None = None,
-                       users: Iterable[str] | None = None,
-                       batch: int = 20000) -> Iterator[tuple[float, float, dict[str, Any], float]]:
-    """(start_time, end_time, tres, billing) of every usage record overlapping [start, end),
-    streamed (one transaction, read in batches)."""
-    q = (select(UsageRecord.start_time, UsageRecord.end_time, UsageRecord.tres, UsageRecord.billing)
-         .where(UsageRecord.end_time >= start, UsageRecord.start_time < end))
-    q = _filters(q, UsageRecord, accounts, users)
-    with store.tx() as s:
-        for part in s.execute(q.execution_options(yield_per=batch)).partitions():
-            yield from ((a, b, t, bl) for a, b, t, bl in part)
+        return [Run(*r) for r in s.execute(q)]
 
 
 def running_jobs(store: Store) -> list[dict[str, Any]]:

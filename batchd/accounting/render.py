@@ -1,0 +1,130 @@
+"""Text renderings of a report object (`build_report`'s JSON): aligned table and CSV.
+Standard library only: `batchd report` renders what the daemon sends."""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import io
+from typing import Any
+
+LABELS = {"account": "Account", "user": "User", "gpu_type": "GPU type", "node": "Node"}
+
+
+def fmt_time(ts: float) -> str:
+    return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _num(v: Any, places: int = 2) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float | int):
+        return f"{v:,.{places}f}"
+    return str(v)
+
+
+def gpu_types(rep: dict[str, Any]) -> list[str]:
+    return sorted({t for r in rep["rows"] for t in r.get("gpu_hours_by_type", {})})
+
+
+def columns(rep: dict[str, Any]) -> list[tuple[str, str]]:
+    """(key, header) of the table and CSV columns, in order; `gpuh:TYPE` keys are the
+    per-type GPU-hours."""
+    cur = rep.get("currency") or ""
+    cols = [(g, LABELS[g]) for g in rep["group_by"]]
+    cols.append(("gpu_hours", "GPU-h"))
+    types = gpu_types(rep)
+    if len(types) > 1:
+        cols += [(f"gpuh:{t}", f"GPU-h {t}") for t in types]
+    cols += [("cpu_hours", "CPU-h"), ("billing", "Billing-h"), ("cost", f"Cost {cur}".strip())]
+    first = rep["rows"][0] if rep["rows"] else {}
+    if "quota_gpu_hours" in first:
+        cols += [("quota_gpu_hours", "Quota GPU-h"), ("quota_used_pct", "Quota %"),
+                 ("borrowed_gpu_hours", "Borrowed GPU-h")]
+    if "idle_cost" in first:
+        cols += [("idle_gpu_hours", "Idle GPU-h"), ("idle_cost", f"Idle {cur}".strip()),
+                 ("cost_with_idle", f"Total {cur}".strip())]
+    cols.append(("gpu_efficiency_pct", "GPU eff %"))
+    return cols
+
+
+def _cell(row: dict[str, Any], key: str) -> Any:
+    if key.startswith("gpuh:"):
+        return row.get("gpu_hours_by_type", {}).get(key[5:], 0.0)
+    return row.get(key)
+
+
+def _total_row(rep: dict[str, Any]) -> dict[str, Any]:
+    t = dict(rep["totals"])
+    types: dict[str, float] = {}
+    for r in rep["rows"]:
+        for k, v in r.get("gpu_hours_by_type", {}).items():
+            types[k] = types.get(k, 0.0) + v
+    t["gpu_hours_by_type"] = types
+    if rep["rows"] and "idle_cost" in rep["rows"][0]:
+        t["idle_gpu_hours"] = rep["idle_gpu_hours"]
+        t["idle_cost"] = rep["idle_cost"]
+    return t
+
+
+def footer(rep: dict[str, Any]) -> list[str]:
+    cur = rep.get("currency") or ""
+    p = rep["period"]
+    lines = [f"Period: {fmt_time(p['start'])} - {fmt_time(p['end'])} UTC"
+             + (f" (counted up to {fmt_time(p['upto'])})" if p.get("upto", p["end"]) < p["end"] else "")]
+    spread = bool(rep["rows"]) and "idle_cost" in rep["rows"][0]
+    lines.append(f"Idle capacity: {rep['idle_gpu_hours']:,.2f} of {rep.get('capacity_gpu_hours', 0):,.2f} GPU-hours"
+                 f" ({rep['idle_cost']} {cur}), "
+                 + ("spread over accounts by quota" if spread else "unallocated"))
+    if rep.get("running_included"):
+        lines.append(f"Includes {rep['running_included']} running job(s) or runs not yet rolled up, to now")
+    if rep["reconciled"]:
+        lines.append(f"Reconciled: sum over rows {rep['totals']['cost']} {cur} = sum over jobs "
+                     f"{rep['jobs_cost']} {cur}")
+    else:
+        lines.append(f"NOT RECONCILED: sum over rows {rep['totals']['cost']} {cur} != sum over jobs "
+                     f"{rep['jobs_cost']} {cur}")
+    for f in rep.get("flags", []):
+        lines.append(f"Flag: job {f['job_id']} run {f['run']} ({f['account']}/{f['user']}) held GPUs at 0% "
+                     f"for {f['gpu_zero_max_s'] / 3600:.1f} h")
+    return lines
+
+
+def render_table(rep: dict[str, Any]) -> str:
+    """The aligned table: text columns left-aligned, numbers right-aligned, a TOTAL line
+    and the footer (period, idle capacity, reconciliation, flags)."""
+    cols = columns(rep)
+    ngroup = len(rep["group_by"])
+    body = [[str(_cell(r, k) or "") if i < ngroup else _num(_cell(r, k)) for i, (k, _) in enumerate(cols)]
+            for r in rep["rows"]]
+    tot = _total_row(rep)
+    total = ["TOTAL" if i == 0 else "" for i in range(ngroup)]
+    total += [_num(_cell(tot, k)) if k in tot or k.startswith("gpuh:") else "" for k, _ in cols[ngroup:]]
+    head = [h for _, h in cols]
+    widths = [max(len(x) for x in col) for col in zip(head, *body, total, strict=True)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i < ngroup else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+
+    out = [line(head), "  ".join("-" * w for w in widths)]
+    out += [line(b) for b in body]
+    out += ["  ".join("-" * w for w in widths), line(total), ""]
+    out += footer(rep)
+    return "\n".join(out) + "\n"
+
+
+def render_csv(rep: dict[str, Any]) -> str:
+    """CSV: a header of column names, one line per row, a TOTAL line. Numbers unformatted
+    (hours as decimals, money with two places)."""
+    cols = columns(rep)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow([h for _, h in cols])
+    for r in rep["rows"]:
+        w.writerow(["" if _cell(r, k) is None else _cell(r, k) for k, _ in cols])
+    tot = _total_row(rep)
+    ngroup = len(rep["group_by"])
+    w.writerow(["TOTAL" if i == 0 else "" for i in range(ngroup)]
+               + ["" if _cell(tot, k) is None else _cell(tot, k) for k, _ in cols[ngroup:]])
+    return buf.getvalue()

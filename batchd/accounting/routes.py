@@ -1,0 +1,129 @@
+"""HTTP handlers of chargeback, for `batchd/api.py` to merge into its ROUTES:
+
+    GET  /v1/report?start=&end=&by=account,user&accounts=&users=&spread_idle=1&daily=1&raw=1&zero_gpu_s=
+         -> the report object of DESIGN.md section 7 (start/end unix seconds; default:
+            the current month up to now)
+    GET  /v1/prices                 -> {"prices": [PRICE], "currency": str}
+    POST /v1/prices  (admin)        body {"prices": [{tres, per_hour, currency, valid_from, valid_to}]}
+                                    -> {"added": n}; valid_from/valid_to as in `[[price]]`
+    GET  /v1/eff?job=ID             -> {"job": {...}, "runs": [...], "efficiency": {...} | None}
+    POST /v1/rollup  (admin)        -> {"rolled": n}: roll up now instead of waiting for the timer
+
+Handlers have api.py's signature `(service, caller, query, body) -> dict`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from collections.abc import Callable
+from typing import Any
+
+from batchd.accounting import efficiency
+from batchd.accounting.prices import PriceError, make_price
+from batchd.accounting.report import GROUPS, build_report
+from batchd.accounting.rollup import run_rollup
+from batchd.errors import InvalidRequest, NotFound, PermissionDenied
+from batchd.store import accounting as sql
+
+ZERO_GPU_S_DEFAULT = 3600.0
+
+
+def _list(q: dict[str, str], key: str) -> list[str] | None:
+    v = q.get(key)
+    return [x for x in v.split(",") if x] if v else None
+
+
+def _int(q: dict[str, str], key: str, default: int) -> int:
+    try:
+        return int(float(q[key])) if q.get(key) else default
+    except ValueError:
+        raise InvalidRequest(f"{key}: {q[key]!r} is not a number") from None
+
+
+def month_bounds(now: float) -> tuple[int, int]:
+    d = _dt.datetime.fromtimestamp(now, _dt.UTC)
+    first = _dt.datetime(d.year, d.month, 1, tzinfo=_dt.UTC)
+    nxt = _dt.datetime(d.year + (d.month == 12), d.month % 12 + 1, 1, tzinfo=_dt.UTC)
+    return int(first.timestamp()), int(nxt.timestamp())
+
+
+def report(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[str, Any]:
+    now = time.time()
+    s0, e0 = month_bounds(now)
+    start, end = _int(q, "start", s0), _int(q, "end", e0)
+    if end <= start:
+        raise InvalidRequest("the report period is empty (end is not after start)")
+    by = [g.replace("-", "_") for g in (_list(q, "by") or ["account"])]
+    for g in by:
+        if g not in GROUPS:
+            raise InvalidRequest(f"--by {g}: one of account, user, gpu-type, node")
+    zero_s = float(q.get("zero_gpu_s") or getattr(service.cfg, "zero_gpu_flag_s", ZERO_GPU_S_DEFAULT))
+    rep = build_report(service.store, start=start, end=end, now=now, group_by=by,
+                       accounts=_list(q, "accounts"), users=_list(q, "users"),
+                       spread_idle=q.get("spread_idle") == "1", zero_gpu_s=zero_s,
+                       daily=q.get("daily") == "1", raw=q.get("raw") == "1")
+    rep["cluster"] = service.cfg.cluster_name
+    return rep
+
+
+def prices(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[str, Any]:
+    ps = sql.list_prices(service.store)
+    return {"prices": [p.to_json() for p in ps], "currency": ps[0].currency if ps else ""}
+
+
+def set_prices(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[str, Any]:
+    if not service.is_admin(caller):
+        raise PermissionDenied("only an administrator may set prices")
+    items = (body or {}).get("prices")
+    if not isinstance(items, list) or not items:
+        raise InvalidRequest("body needs a non-empty list of prices")
+    try:
+        new = [make_price(d.get("tres"), d.get("per_hour"), d.get("currency"), d.get("valid_from"),
+                          d.get("valid_to")) for d in items]
+    except (PriceError, AttributeError) as e:
+        raise InvalidRequest(str(e)) from None
+    have = {p.currency for p in sql.list_prices(service.store)} | {p.currency for p in new}
+    if len(have) > 1:
+        raise InvalidRequest(f"prices must all be in one currency (have {', '.join(sorted(have))})")
+    sql.add_prices(service.store, new, uid=caller.uid)
+    return {"added": len(new)}
+
+
+def eff(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[str, Any]:
+    try:
+        job_id = int(q.get("job", ""))
+    except ValueError:
+        raise InvalidRequest("job: a numeric job id is needed") from None
+    job = service.store.get_job(job_id)
+    runs = service.store.list_usage(job_ids=[job_id])
+    if job is None and not runs:
+        raise NotFound(f"Invalid job id specified: {job_id}")
+    e = sql.get_efficiency(service.store, job_id)
+    jv: dict[str, Any] = {"id": job_id}
+    if job is not None:
+        jv.update(name=job.name, user=job.user, uid=job.uid, gid=job.gid, account=job.account, state=job.state,
+                  exit_code=job.exit_code, exit_signal=job.exit_signal, start_time=job.start_time,
+                  end_time=job.end_time, tres_alloc=job.tres_alloc, restarts=job.restarts)
+    zero_s = float(getattr(service.cfg, "zero_gpu_flag_s", ZERO_GPU_S_DEFAULT))
+    return {"cluster": service.cfg.cluster_name, "job": jv, "now": time.time(), "zero_gpu_flag_s": zero_s,
+            "runs": [{"run": r.run, "state": r.state, "start_time": r.start_time, "end_time": r.end_time,
+                      "elapsed_s": r.elapsed_s, "tres": r.tres, "cpu_time_s": r.cpu_time_s,
+                      "max_rss_mb": r.max_rss_mb, "gpu_util_pct": r.gpu_util_pct, "gpu_mem_mb": r.gpu_mem_mb,
+                      "exit_code": r.exit_code, "exit_signal": r.exit_signal} for r in runs],
+            "efficiency": e, "summary": efficiency.summary(e)}
+
+
+def rollup(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[str, Any]:
+    if not service.is_admin(caller):
+        raise PermissionDenied("only an administrator may start a rollup")
+    return {"rolled": run_rollup(service.store)}
+
+
+ROUTES: dict[tuple[str, str], Callable[[Any, Any, dict[str, str], Any], Any]] = {
+    ("GET", "/v1/report"): report,
+    ("GET", "/v1/prices"): prices,
+    ("POST", "/v1/prices"): set_prices,
+    ("GET", "/v1/eff"): eff,
+    ("POST", "/v1/rollup"): rollup,
+}

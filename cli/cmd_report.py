@@ -1,0 +1,113 @@
+"""`batchd report`: the bill of a period (see DESIGN.md section 7), from the daemon's
+hourly rollups plus running jobs up to now. Periods are UTC; `--end` is exclusive."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import sys
+
+import click
+
+from batchd.cli import client
+
+
+def parse_day_or_time(text: str, what: str) -> int:
+    """YYYY-MM-DD, YYYY-MM-DDTHH[:MM[:SS]] (UTC), `now`, or unix seconds -> unix seconds."""
+    t = text.strip()
+    if t == "now":
+        return int(_dt.datetime.now(_dt.UTC).timestamp())
+    if t.isdigit() and len(t) > 8:
+        return int(t)
+    try:
+        d = _dt.datetime.fromisoformat(t)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a date (YYYY-MM-DD[THH:MM])", param_hint=what) from None
+    return int(d.replace(tzinfo=d.tzinfo or _dt.UTC).timestamp())
+
+
+def month_period(text: str) -> tuple[int, int]:
+    """`2026-10` -> [2026-10-01, 2026-11-01) as unix seconds."""
+    try:
+        y, m = (int(x) for x in text.split("-"))
+        first = _dt.datetime(y, m, 1, tzinfo=_dt.UTC)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a month (YYYY-MM)", param_hint="--month") from None
+    nxt = _dt.datetime(y + (m == 12), m % 12 + 1, 1, tzinfo=_dt.UTC)
+    return int(first.timestamp()), int(nxt.timestamp())
+
+
+def _csv_opt(values: tuple[str, ...]) -> str:
+    return ",".join(x.strip() for v in values for x in v.split(",") if x.strip())
+
+
+@click.command(help="Print the bill of a period: GPU-hours per type, CPU-hours, billing, cost, quota use, "
+                    "borrowed GPU-hours, idle capacity and GPU efficiency, by account (default), user, "
+                    "GPU type or node. The period defaults to the current month up to now.")
+@click.option("--month", metavar="YYYY-MM", help="The calendar month (UTC).")
+@click.option("--start", metavar="DATE", help="Start (inclusive): YYYY-MM-DD[THH:MM], UTC.")
+@click.option("--end", metavar="DATE", help="End (exclusive): YYYY-MM-DD[THH:MM] or now, UTC.")
+@click.option("--by", "by", multiple=True, metavar="KEYS",
+              help="Group rows by account, user, gpu-type, node (comma list or repeated; combinable).")
+@click.option("--account", "accounts", multiple=True, metavar="NAMES", help="Only these accounts.")
+@click.option("--user", "users", multiple=True, metavar="NAMES", help="Only these users.")
+@click.option("--spread-idle", is_flag=True,
+              help="Spread idle GPU capacity (and its cost) over accounts by quota instead of "
+                   "showing it unallocated.")
+@click.option("--zero-gpu", "zero_gpu", default=None, metavar="HOURS", type=float,
+              help="Flag runs that held GPUs at 0%% for at least this many hours (default: daemon config).")
+@click.option("--csv", "fmt", flag_value="csv", help="CSV, one line per row and a TOTAL line.")
+@click.option("--json", "fmt", flag_value="json", help="The stable JSON object (DESIGN.md section 7).")
+@click.option("--html", "fmt", flag_value="html", help="One self-contained HTML page with charts.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write to this file.")
+def command(month, start, end, by, accounts, users, spread_idle, zero_gpu, fmt, output):
+    if month and (start or end):
+        raise click.UsageError("give --month or --start/--end, not both")
+    q: dict[str, str] = {}
+    if month:
+        s, e = month_period(month)
+        q.update(start=str(s), end=str(e))
+    else:
+        if start:
+            q["start"] = str(parse_day_or_time(start, "--start"))
+        if end:
+            q["end"] = str(parse_day_or_time(end, "--end"))
+    groups = _csv_opt(by) or "account"
+    for g in groups.split(","):
+        if g not in ("account", "user", "gpu-type", "gpu_type", "node"):
+            raise click.BadParameter(f"{g!r}: one of account, user, gpu-type, node", param_hint="--by")
+    q["by"] = groups
+    q["accounts"] = _csv_opt(accounts)
+    q["users"] = _csv_opt(users)
+    if spread_idle:
+        q["spread_idle"] = "1"
+    if zero_gpu is not None:
+        q["zero_gpu_s"] = str(zero_gpu * 3600)
+    if fmt == "html":
+        q["daily"] = "1"
+    rep = client.call("batchd report", "GET", "/v1/report", query=q)
+    text = render(rep, fmt)
+    if output:
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    if not rep.get("reconciled", True):
+        sys.exit(3)
+
+
+def render(rep: dict, fmt: str | None) -> str:
+    """The report object in the chosen format (None = aligned table)."""
+    if fmt == "json":
+        return json.dumps(rep, indent=2, sort_keys=True) + "\n"
+    if fmt == "csv":
+        from batchd.accounting.render import render_csv
+
+        return render_csv(rep)
+    if fmt == "html":
+        from batchd.accounting.html import render_html
+
+        return render_html(rep, title=f"{rep.get('cluster') or 'GPU cluster'} bill")
+    from batchd.accounting.render import render_table
+
+    return render_table(rep)

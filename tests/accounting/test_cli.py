@@ -1,0 +1,155 @@
+"""`batchd report/price/eff` and `sreport` end to end through the chargeback routes (the
+socket replaced by a direct call into the handlers, as the daemon would make it)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+from conftest import add_account, add_node, insert_running, insert_usage, ts, usage
+
+from batchd.accounting import routes
+from batchd.accounting.efficiency import record_sample
+from batchd.accounting.rollup import run_rollup
+from batchd.api import ROUTES as CORE_ROUTES
+from batchd.cli import client
+from batchd.cli import sreport as sreport_cli
+from batchd.cli.cmd_eff import command as eff_cmd
+from batchd.cli.cmd_price import command as price_cmd
+from batchd.cli.cmd_report import command as report_cmd
+from batchd.config import Config
+from batchd.service import Caller, Service
+
+H200 = {"cpu": 8, "mem": 65536, "node": 1, "gres/gpu": 2, "gres/gpu:h200": 2}
+
+
+@pytest.fixture
+def daemon(store, monkeypatch):
+    os.environ.setdefault("TZ", "UTC")
+    svc = Service(Config(path="test.toml", cluster_name="dev16"), store)
+    caller = {"uid": 0}
+    table = {**CORE_ROUTES, **routes.ROUTES}
+
+    def request(method, path, body=None, query=None, timeout=60.0):
+        q = {k: str(v) for k, v in (query or {}).items() if v not in (None, "")}
+        try:
+            return json.loads(json.dumps(table[(method, path)](svc, Caller(caller["uid"], 0), q, body)))
+        except Exception as e:
+            if hasattr(e, "envelope"):
+                err = e.envelope()["error"]
+                raise client.DaemonError(err["code"], err["message"], err["exit"], e.status) from None
+            raise
+
+    monkeypatch.setattr(client, "request", request)
+    return svc, caller
+
+
+def _setup(store):
+    add_node(store, "gpu01", 4)
+    add_account(store, "vision", 2)
+    add_account(store, "nlp", 1)
+    insert_usage(store, [
+        usage(ts("2026-10-01T00:00"), ts("2026-10-01T05:00"), account="vision", user="alice", tres=H200,
+              gpu_util_pct=80.0),
+        usage(ts("2026-10-02T00:00"), ts("2026-10-02T02:00"), account="nlp", user="bob",
+              tres={"cpu": 4, "mem": 8192, "node": 1, "gres/gpu": 1, "gres/gpu:h200": 1}, gpu_util_pct=20.0),
+    ])
+    run_rollup(store, 0)
+
+
+def test_price_set_list_and_report_formats(daemon, store):
+    _setup(store)
+    r = CliRunner()
+    res = r.invoke(price_cmd, ["set", "gres/gpu:h200", "2.50", "--currency", "EUR", "--from", "2026-01-01"])
+    assert res.exit_code == 0, res.output
+    assert r.invoke(price_cmd, ["set", "cpu", "0.01", "--currency", "EUR", "--from", "2026-01-01"]).exit_code == 0
+    bad = r.invoke(price_cmd, ["set", "cpu", "0.02", "--currency", "USD", "--from", "2026-02-01"])
+    assert bad.exit_code == 1 and "one currency" in bad.output
+    out = r.invoke(price_cmd, ["list"]).output.splitlines()
+    assert out[0].split() == ["TRES", "PER_HOUR", "CURRENCY", "VALID_FROM", "VALID_TO"]
+    assert out[2].split() == ["gres/gpu:h200", "2.50", "EUR", "2026-01-01", "-"]
+
+    js = json.loads(r.invoke(report_cmd, ["--month", "2026-10", "--json"]).output)
+    vision = next(x for x in js["rows"] if x["account"] == "vision")
+    # 5 h x 2 GPUs x 2.50 + 5 h x 8 CPUs x 0.01
+    assert vision["cost"] == "25.40" and vision["gpu_efficiency_pct"] == 80.0
+    assert js["totals"]["cost"] == "30.48" and js["reconciled"] and js["currency"] == "EUR"
+    assert set(vision) >= {"account", "gpu_hours", "cpu_hours", "billing", "cost", "quota_gpu_hours",
+                           "quota_used_pct", "borrowed_gpu_hours", "gpu_efficiency_pct"}
+
+    table = r.invoke(report_cmd, ["--month", "2026-10"]).output
+    assert "Reconciled: sum over rows 30.48 EUR = sum over jobs 30.48 EUR" in table
+    assert table.splitlines()[0].split()[:2] == ["Account", "GPU-h"]
+
+    rows = list(csv.reader(io.StringIO(r.invoke(report_cmd, ["--month", "2026-10", "--csv"]).output)))
+    assert rows[0][0] == "Account" and rows[-1][0] == "TOTAL" and "30.48" in rows[-1]
+
+    by = json.loads(r.invoke(report_cmd, ["--month", "2026-10", "--by", "user,gpu-type", "--json",
+                                          "--account", "nlp"]).output)
+    assert [(x["user"], x["gpu_type"], x["cost"]) for x in by["rows"]] == [("bob", "h200", "5.08")]
+
+    html = r.invoke(report_cmd, ["--month", "2026-10", "--html"]).output
+    assert html.startswith("<!DOCTYPE html>") and 'id="daily"' in html and 'class="bar"' in html
+    assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+
+
+def test_usage_errors(daemon, store):
+    r = CliRunner()
+    assert r.invoke(report_cmd, ["--month", "2026-13"]).exit_code == 2
+    assert r.invoke(report_cmd, ["--month", "2026-10", "--start", "2026-10-01"]).exit_code == 2
+    assert r.invoke(report_cmd, ["--by", "team"]).exit_code == 2
+    daemon[1]["uid"] = 4242  # not an admin
+    res = r.invoke(price_cmd, ["set", "cpu", "1", "--currency", "EUR", "--from", "2026-01-01"])
+    assert res.exit_code == 1 and "administrator" in res.output
+
+
+def test_eff_prints_seff_like_figures_and_zero_gpu_warning(daemon, store):
+    insert_running(store, 42, ts("2026-10-01T00:00"), "cpu=4,mem=16G,node=1,billing=4,gres/gpu=1,gres/gpu:h200=1")
+    for i, util in enumerate([0, 0, 0, 0, 0]):
+        record_sample(store, 42, 0, {"time": ts("2026-10-01T00:00") + 1200 * i, "cpu_pct": 200.0,
+                                     "rss_mb": 2048.0, "gpu_util_pct": float(util), "gpu_mem_mb": 100.0})
+    out = CliRunner().invoke(eff_cmd, ["42"]).output
+    assert "Job ID: 42" in out and "Cores: 4" in out
+    assert "GPU Utilization: 0.0% average" in out
+    assert "WARNING: the job held its GPUs at 0% for 01:20:00" in out
+    rep = json.loads(CliRunner().invoke(report_cmd, ["--start", "2026-10-01", "--end", "2026-10-02",
+                                                     "--json", "--zero-gpu", "1"]).output)
+    assert [(f["job_id"], f["reason"]) for f in rep["flags"]] == [(42, "gpu_zero_util")]
+    assert CliRunner().invoke(eff_cmd, ["999"]).exit_code == 1
+
+
+def test_sreport_layouts(daemon, store, capsys):
+    _setup(store)
+    sreport_cli.main(["-t", "hours", "cluster", "AccountUtilizationByUser", "start=2026-10-01",
+                      "end=2026-11-01", "-P"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "-" * 80
+    assert out[1] == "Cluster/Account/User Utilization 2026-10-01T00:00:00 - 2026-10-31T23:59:59 (2678400 secs)"
+    assert out[2] == "Usage reported in CPU Hours"
+    assert out[4] == "Cluster|Account|Login|Proper Name|Used|Energy"
+    assert out[5:] == ["dev16|root|||48|0", "dev16|nlp|||8|0", "dev16|nlp|bob||8|0",
+                       "dev16|vision|||40|0", "dev16|vision|alice||40|0"]
+
+    sreport_cli.main(["-t", "minutes", "-T", "billing,gres/gpu", "cluster", "AccountUtilizationByUser",
+                      "start=2026-10-01", "end=2026-11-01", "-P", "Accounts=nlp"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[2] == "Usage reported in TRES Minutes"
+    assert out[4] == "Cluster|Account|Login|Proper Name|TRES Name|Used"
+    assert "dev16|nlp|bob||gres/gpu|120" in out and "dev16|nlp|bob||billing|120" in out
+
+    sreport_cli.main(["-T", "gres/gpu", "-t", "hourper", "cluster", "Utilization", "start=2026-10-01",
+                      "end=2026-10-02", "-P"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[4] == "Cluster|Allocated|Down|PLND Down|Idle|Planned|Reported"
+    assert out[5] == "dev16|10(10.42%)|0(0.00%)|0(0.00%)|86(89.58%)|0(0.00%)|96(100.00%)"
+
+    sreport_cli.main(["user", "TopUsage", "start=2026-10-01", "end=2026-11-01", "-t", "hours", "-T", "gres/gpu"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].startswith("Top 10 Users 2026-10-01T00:00:00")
+    assert out[4].split() == ["Cluster", "Login", "Proper", "Name", "Account", "Used", "Energy"]
+    assert out[6].split() == ["dev16", "alice", "vision", "10", "0"]
+    assert out[7].split() == ["dev16", "bob", "nlp", "2", "0"]
