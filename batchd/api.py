@@ -16,6 +16,8 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from sqlalchemy.exc import DBAPIError
+
 from batchd import accounts
 from batchd.errors import BatchdError, InvalidRequest, NotFound
 from batchd.service import Caller, Service
@@ -100,6 +102,12 @@ class _Handler(BaseHTTPRequestHandler):
             payload = route(self.server.service, caller, query, body)
         except BatchdError as e:
             status, payload = e.status, e.envelope()
+        except DBAPIError as e:
+            # the database is unreachable (or restarting): say so; nothing was changed
+            log.error("database error method=%s path=%s error=%s", method, parts.path, str(e).splitlines()[0])
+            status = 503
+            payload = {"error": {"code": "DatabaseUnavailable", "exit": 1,
+                                 "message": "the batchd database is unreachable; nothing was changed, try again"}}
         except Exception:  # the top of a request: log it, answer 500, keep serving
             log.exception("request failed method=%s path=%s uid=%s", method, parts.path, caller.uid)
             status = 500
