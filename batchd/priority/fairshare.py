@@ -162,7 +162,9 @@ def classic(tree: Tree, dampening: float = 1.0) -> tuple[list[ShareRow], dict[st
         p = a.fs_parent or tree.root
         ua[id(a)] = min(_norm_usage(a, root_usage), 1.0)
         if a.is_parent:
-            ns[id(a)] = ns[id(p)] if p is not tree.root else 0.0
+            # Slurm: the fs parent's NormShares (root's classic NormShares is 1); the
+            # EffectvUsage of an entry whose fs parent is root is its own NormUsage
+            ns[id(a)] = ns[id(p)]
             ue[id(a)] = ue[id(p)] if p is not tree.root else ua[id(a)]
         else:
             ratio = a.raw_shares / a.level_shares if a.level_shares else 0.0
