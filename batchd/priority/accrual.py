@@ -16,7 +16,7 @@ factor comes from the job, else from ``snapshot["qos"]`` (``[{"name",
 
 from __future__ import annotations
 
-from batchd.priority.multifactor import job_tres
+from batchd.priority.multifactor import job_gpu_fractions, job_tres
 from batchd.priority.policy import billing_weights, merge_policy
 from batchd.priority.usage import Charge, advance_usage
 from batchd.tres import billing
@@ -40,7 +40,7 @@ def cycle_charges(snapshot: dict, last_s: float, policy: dict | None = None) -> 
             continue
         rate = j.get("billing")
         if rate is None:
-            rate = billing(weights, job_tres(j, nodes))
+            rate = billing(weights, job_tres(j, nodes), job_gpu_fractions(j, nodes))
         factor = j.get("qos_usage_factor")
         if factor is None:
             factor = factors.get(str(j.get("qos") or "normal"), 1.0)

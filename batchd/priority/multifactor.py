@@ -39,21 +39,26 @@ partition, else "batch"), ``qos`` (default
 the KAI queue priority and is not used here), ``assoc_priority`` (0),
 ``partition_tres`` (``{tres: total}``, default the whole cluster), ``tres``
 (``{tres: count}`` or a TRES string; default from the allocation of a running job or
-``tasks x per_task`` of a pending one), ``admin_priority``.
+``tasks x per_task`` of a pending one), ``admin_priority``. In an allocation a MIG
+instance (its UUID) counts 1 toward its profile's TRES and its share of the card
+toward ``gres/gpu`` (the MIG entry's ``fraction``, else profile slices / the device's
+``slices``, default 7).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from batchd.priority.policy import priority_flags, tres_weights
 from batchd.tres import normalize_tres_name, parse_tres, tres_sort_key
 
-__all__ = ["JobFactors", "job_factors", "job_tres", "cluster_tres"]
+__all__ = ["JobFactors", "job_factors", "job_tres", "job_gpu_fractions", "cluster_tres"]
 
 MAX_PRIORITY = 4294967295
+_MIG_SLICES = re.compile(r"(?:^|[_:])(\d+)g\.\d+gb$")
 _NO_ACCRUE = ("JobHeldUser", "JobHeldAdmin", "BeginTime", "Dependency", "DependencyNeverSatisfied")
 _FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY",
           "BOOT_FAIL", "DEADLINE")
@@ -122,6 +127,41 @@ def cluster_tres(snapshot: dict) -> tuple[dict[str, float], int, float]:
     return tot, len(active), float(sum(float(n.get("cpus", 0) or 0) for n in active))
 
 
+def _mig_share(dev: dict, mig: dict) -> float:
+    """A MIG instance's share of its card: ``mig["fraction"]`` when given, else the
+    profile's compute slices (``2g.48gb`` -> 2) over the card's ``slices`` (default 7,
+    the A100/H100/H200 layout; 4 on an RTX PRO 6000)."""
+    if mig.get("fraction") is not None:
+        return float(mig["fraction"])
+    m = _MIG_SLICES.search(str(mig.get("profile") or ""))
+    slices = float(dev.get("slices") or 7)
+    return min(int(m.group(1)) / slices, 1.0) if m else 1.0
+
+
+def _gpu_share(node: dict | None, gpu: Any) -> float:
+    """How much of ``gres/gpu`` an allocated device counts for (1, or a MIG fraction)."""
+    for g in (node or {}).get("gpus") or []:
+        if isinstance(g, dict):
+            for m in g.get("mig") or []:
+                if isinstance(m, dict) and gpu == m.get("uuid"):
+                    return _mig_share(g, m)
+    return 1.0
+
+
+def job_gpu_fractions(job: dict, nodes: dict[str, dict] | None) -> dict[str, float]:
+    """``{"gres/gpu:PROFILE": share of a card}`` for the MIG instances in the job's
+    allocation (the ``gpu_fraction`` argument of ``batchd.tres.billing``)."""
+    out: dict[str, float] = {}
+    for name, a in (job.get("allocation") or {}).items():
+        node = (nodes or {}).get(name) or {}
+        for gpu in a.get("gpus") or []:
+            for g in node.get("gpus") or []:
+                for m in (g.get("mig") or []) if isinstance(g, dict) else []:
+                    if isinstance(m, dict) and gpu == m.get("uuid") and m.get("profile"):
+                        out[normalize_tres_name(f"gres/gpu:{m['profile']}")] = _mig_share(g, m)
+    return out
+
+
 def _gpu_type_of(node: dict | None, gpu: Any) -> str | None:
     """The type (or MIG profile) of allocated GPU ``gpu`` (an index or a UUID) on ``node``."""
     if not node:
@@ -164,7 +204,8 @@ def job_tres(job: dict, nodes: dict[str, dict] | None = None) -> dict[str, float
         out["node"] = float(len(alloc))
         out["cpu"] = float(sum(float(a.get("cpus", 0) or 0) for a in alloc.values()))
         out["mem"] = float(sum(float(a.get("memory_mb", 0) or 0) for a in alloc.values()))
-        ngpu = float(sum(len(a.get("gpus") or []) for a in alloc.values()))
+        ngpu = float(sum(_gpu_share((nodes or {}).get(name), g)
+                         for name, a in alloc.items() for g in a.get("gpus") or []))
         if ngpu or "gres/gpu" in out:
             out["gres/gpu"] = ngpu
         if nodes:

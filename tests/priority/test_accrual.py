@@ -43,3 +43,21 @@ def test_cycle_adds_running_and_ended_jobs_and_decays():
     assert got["t/v"] == pytest.approx(job_usage(4.0, 300, WEEK, 0.5))
     assert got["t/w"] == pytest.approx(job_usage(6.0, 100, WEEK))
     assert "t/x" not in got and "t/y" not in got
+
+
+def test_mig_allocation_counts_its_share_and_own_type():
+    node = {"name": "m0", "cpus": 32, "memory_mb": 65536,
+            "gpus": [{"index": 0, "uuid": "GPU-a", "type": "rtxpro6000", "slices": 4,
+                      "mig": [{"profile": "1g.24gb", "uuid": "MIG-1"}, {"profile": "1g.24gb", "uuid": "MIG-2"}]},
+                     {"index": 1, "uuid": "GPU-b", "type": "rtxpro6000"}]}
+    job = _run(1, "u", per_task={"cpu": 1, "mem": 0}, allocation={"m0": {"gpus": ["MIG-1"], "cpus": 1}})
+    snap = _snap([job], nodes=[node],
+                 policy={"tres_billing_weights": "CPU=0,GRES/gpu=2.0,GRES/gpu:rtxpro6000=4.0"})
+    (c,) = cycle_charges(snap, 0.0)
+    assert c.billing == pytest.approx(0.5)  # a quarter card at the generic weight, no typed weight for 1g.24gb
+    snap["policy"]["tres_billing_weights"] += ",GRES/gpu:1g.24gb=0.6"
+    (c,) = cycle_charges(snap, 0.0)
+    assert c.billing == pytest.approx(0.6)
+    whole = _run(2, "u", per_task={"cpu": 1, "mem": 0}, allocation={"m0": {"gpus": [1], "cpus": 1}})
+    (c,) = cycle_charges(_snap([whole], nodes=[node], policy=snap["policy"]), 0.0)
+    assert c.billing == pytest.approx(4.0)

@@ -155,3 +155,18 @@ def test_default_shares_from_gpu_quota_and_implicit_users():
     tree = build_tree(snap)
     assert tree.accounts["t"].shares == 6 and tree.accounts["s"].shares == 1
     assert "t/ann" in tree.users
+
+
+def test_classic_fairshare_parent_user():
+    """root -> A 40 {User1 parent, User2 10}, B 60 {User3 1}; usage 10/20/30.
+    A: NormShares .4, EffectvUsage = NormUsage .5 (under root); User1 takes A's
+    NormShares and EffectvUsage; User2's level shares are 10 (the parent entry adds 0)."""
+    snap = _tree([("A", None, 40), ("B", None, 60)], [("A", "User1", "parent"), ("A", "User2", 10), ("B", "User3", 1)],
+                 {"A/User1": 10, "A/User2": 20, "B/User3": 30})
+    snap["policy"] = {"fairshare_algorithm": "classic"}
+    rows = {(r.account, r.user): r for r in share_rows(snap)}
+    u1, u2 = rows[("A", "User1")], rows[("A", "User2")]
+    assert (u1.raw_shares, u1.norm_shares, u1.effectv_usage) == ("parent", pytest.approx(0.4), pytest.approx(0.5))
+    assert (u2.norm_shares, u2.effectv_usage) == (pytest.approx(0.4), pytest.approx(0.5))
+    assert u1.fairshare == pytest.approx(2 ** -1.25) and u2.fairshare == pytest.approx(2 ** -1.25)
+    assert rows[("B", "User3")].fairshare == pytest.approx(2 ** (-0.5 / 0.6))
