@@ -292,8 +292,6 @@ def _parse_account(d: Any, i: int) -> Account:
         assert quota is not None
         if limit is None:
             limit = quota  # DESIGN.md: limit unset = quota (no borrowing)
-        if limit != UNLIMITED and quota != UNLIMITED and limit < quota:
-            raise _err(f"{rp}.limit", f"must be >= quota ({quota:g}) or -1", r.get("limit"))
         weight = _num(r, "over_quota_weight", rp, 1.0)
         lending = _num(r, "lending_limit", rp, None)
         assert weight is not None

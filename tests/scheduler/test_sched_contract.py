@@ -83,7 +83,7 @@ def test_snapshot_round_trip():
     (lambda d: d["jobs"][0]["allocation"]["n0"].update(gpus=[7]), "jobs[0].allocation.n0.gpus"),
     (lambda d: d["jobs"][0]["allocation"].update(ghost={}), "jobs[0].allocation.ghost"),
     (lambda d: d["accounts"][1].update(parent="a"), "accounts[1].parent"),
-    (lambda d: d["accounts"][2]["resources"]["gres/gpu"].update(limit=0.5), "accounts[2].resources.gres/gpu.limit"),
+    (lambda d: d["accounts"][2]["resources"]["gres/gpu"].update(limit=-2), "accounts[2].resources.gres/gpu.limit"),
     (lambda d: d["jobs"].append(dict(d["jobs"][1])), "jobs"),
     (lambda d: d["nodes"][0].update(cpus=-1), "nodes[0].cpus"),
     (lambda d: d.update(version=2), "version"),

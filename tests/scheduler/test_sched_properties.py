@@ -1,0 +1,82 @@
+"""Invariants of decide() on random small clusters (hypothesis): no device handed out twice,
+no node over capacity, account limits held, only preemptible running jobs evicted, every
+pending job has a reason, same input -> same output."""
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from batchd.scheduler import decide, load_snapshot
+
+from .sched_builders import account, job, node, snapshot
+
+
+@st.composite
+def clusters(draw):
+    n_nodes = draw(st.integers(1, 3))
+    nodes = [node(f"n{i}", draw(st.integers(1, 4)), cpus=draw(st.integers(2, 8)), memory_mb=1000,
+                  state=draw(st.sampled_from(["IDLE", "IDLE", "IDLE", "DRAIN"]))) for i in range(n_nodes)]
+    accts = [account(f"q{i}", quota=draw(st.integers(0, 3)), limit=draw(st.sampled_from([-1, -1, 2, 4])),
+                     weight=draw(st.integers(0, 2)), priority=draw(st.sampled_from([100, 100, 101])))
+             for i in range(draw(st.integers(1, 3)))]
+    free = {n["name"]: list(range(n["gpus"][0]["count"])) for n in nodes}
+    cpus = {n["name"]: n["cpus"] for n in nodes}
+    jobs = []
+    for k in range(draw(st.integers(0, 8))):
+        a = draw(st.sampled_from(accts))["name"]
+        g = draw(st.integers(0, 2))
+        tasks = draw(st.integers(1, 2))
+        prio = draw(st.sampled_from([50, 75, 125]))
+        nname = draw(st.sampled_from(sorted(free)))
+        if draw(st.booleans()) and len(free[nname]) >= g * tasks and cpus[nname] >= tasks:
+            gpus = free[nname][:g * tasks]
+            del free[nname][:g * tasks]
+            cpus[nname] -= tasks
+            jobs.append(job(f"r{k}", a, gpus=g, tasks=tasks, prio=prio, running_on={nname: gpus},
+                            per_task={"gres/gpu": g, "cpu": 1, "mem": 1}))
+        else:
+            jobs.append(job(f"p{k}", a, gpus=g, tasks=tasks, prio=prio, per_task={"gres/gpu": g, "cpu": 1, "mem": 1}))
+    backfill = draw(st.booleans())
+    return snapshot(nodes, accts, jobs, policy={"backfill": backfill})
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters())
+def test_invariants(d):
+    snap = load_snapshot(d)
+    dec = decide(snap).to_dict()
+    assert decide(load_snapshot(d)).to_dict() == dec
+    jobs = {j["id"]: j for j in d["jobs"]}
+    nodes = {n["name"]: n for n in d["nodes"]}
+    preempted = {p["job"] for p in dec["preempt"]}
+    for p in dec["preempt"]:
+        assert jobs[p["job"]]["state"] == "RUNNING" and jobs[p["job"]]["preemptible"]
+    used: dict[str, set] = {n: set() for n in nodes}
+    cpu: dict[str, float] = dict.fromkeys(nodes, 0.0)
+    gpu_by_acct: dict[str, float] = {}
+    holders = [(jid, j["allocation"]) for jid, j in jobs.items() if j["state"] == "RUNNING" and jid not in preempted]
+    holders += [(s["job"], s["allocation"]) for s in dec["start"]]
+    for jid, alloc in holders:
+        for nname, a in alloc.items():
+            for g in a["gpus"]:
+                assert g not in used[nname], f"GPU {nname}:{g} given twice"
+                used[nname].add(g)
+            cpu[nname] += a["cpus"]
+            acct = jobs[jid]["account"]
+            gpu_by_acct[acct] = gpu_by_acct.get(acct, 0) + len(a["gpus"])
+    for nname, n in nodes.items():
+        assert cpu[nname] <= n["cpus"]
+        assert all(0 <= g < n["gpus"][0]["count"] for g in used[nname])
+    for s in dec["start"]:
+        assert all(nodes[n]["state"] == "IDLE" for n in s["allocation"])
+        want = jobs[s["job"]]
+        got = sum(len(a["gpus"]) for a in s["allocation"].values())
+        assert got == want["per_task"]["gres/gpu"] * want["tasks"]
+    for a in d["accounts"]:
+        lim = a["resources"]["gres/gpu"]["limit"]
+        started_here = [s for s in dec["start"] if jobs[s["job"]]["account"] == a["name"]
+                        and any(x["gpus"] for x in s["allocation"].values())]
+        if lim != -1 and started_here:
+            assert gpu_by_acct.get(a["name"], 0) <= lim
+    pending = {j for j, x in jobs.items() if x["state"] == "PENDING"} - {s["job"] for s in dec["start"]}
+    assert {p["job"] for p in dec["pending"]} == pending
+    assert all(p["reason"] for p in dec["pending"])
