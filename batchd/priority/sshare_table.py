@@ -13,7 +13,9 @@ case-insensitive prefix (first field in that list wins) and take ``%WIDTH``
 ``+``. Parsable output puts ``|`` after every field (``-P``: not after the last).
 The Account column indents one space per printed ancestor; a user row shows its
 account, one level deeper. ``GrpTRESMins`` is blank (batchd has no TRES-minute
-limits); ``GrpTRESRaw`` shows ``billing`` = RawUsage / 60; ``TRESRunMins`` the TRES x
+limits); ``GrpTRESRaw`` shows the decayed per-TRES usage in minutes from the
+snapshot's optional ``usage["tres"]`` (``{"account/user": {tres: seconds}}``, summed up
+the tree), else only ``billing`` = RawUsage / 60; ``TRESRunMins`` the TRES x
 remaining minutes of the running jobs below the row.
 """
 
@@ -113,10 +115,11 @@ def _cell(kind: str, value: object, width: int, parsable: bool) -> str:
 
 def render(rows: list[ShareRow], fields: list[tuple[str, int, str]], *, parsable: str = "",
            header: bool = True, cluster: str = "cluster", run_mins: dict[str, dict[str, float]] | None = None,
-           tres_order: list[str] | None = None) -> str:
+           tres_order: list[str] | None = None, tres_raw: dict[str, dict[str, float]] | None = None) -> str:
     """The table as text (lines end with newline). ``parsable``: "" (aligned),
     "p" (``|`` after each field) or "P" (not after the last). ``run_mins`` maps a row
-    key ("account" or "account/user") to its TRESRunMins."""
+    key ("account" or "account/user") to its TRESRunMins, ``tres_raw`` to its
+    GrpTRESRaw (minutes)."""
     order = tres_order or []
     lines = []
 
@@ -166,7 +169,9 @@ def render(rows: list[ShareRow], fields: list[tuple[str, int, str]], *, parsable
             elif name in ("GrpTRESMins", "Partition", "ID"):
                 val = None
             elif name == "GrpTRESRaw":
-                val = _tres_string({"billing": r.raw_usage / 60.0}, order)
+                key = r.account if r.user is None else f"{r.account}/{r.user}"
+                raw = (tres_raw or {}).get(key)
+                val = _tres_string(raw if raw is not None else {"billing": r.raw_usage / 60.0}, order)
             elif name == "TRESRunMins":
                 key = r.account if r.user is None else f"{r.account}/{r.user}"
                 val = _tres_string((run_mins or {}).get(key) or {k: 0.0 for k in (order or ["cpu"])}, order)
@@ -225,3 +230,25 @@ def tres_run_mins(snapshot: dict, policy: dict) -> tuple[dict[str, dict[str, flo
                 row[k] = row.get(k, 0.0) + v * left_s / 60.0
             a = a.parent
     return out, order
+
+
+def tres_raw_mins(snapshot: dict, order: list[str]) -> dict[str, dict[str, float]] | None:
+    """GrpTRESRaw per row key from ``usage["tres"]`` (seconds -> minutes, summed up the
+    tree, every TRES of ``order`` present), or None when the snapshot has none."""
+    per_user = (snapshot.get("usage") or {}).get("tres")
+    if not per_user:
+        return None
+    from batchd.priority.tree import build_tree
+    from batchd.tres import normalize_tres_name
+
+    tree = build_tree(snapshot)
+    out: dict[str, dict[str, float]] = {a.key: {k: 0.0 for k in order} for a in tree.order}
+    for key, tres in per_user.items():
+        a: Assoc | None = tree.users.get(key)
+        while a is not None:
+            row = out.setdefault(a.key, {k: 0.0 for k in order})
+            for k, v in (tres or {}).items():
+                k = normalize_tres_name(k)
+                row[k] = row.get(k, 0.0) + float(v) / 60.0
+            a = a.parent
+    return out

@@ -122,3 +122,18 @@ def test_judge_tool_agrees_on_every_row():
     assert "FAIL" not in out
     agree, total = out.strip().splitlines()[-1].split()[0].split("/")
     assert agree == total and int(total) >= 46
+
+
+def test_sshare_grp_tres_raw(snapfile, tmp_path, capsys):
+    snap = reference_snapshot()
+    _, out, _ = run(sshare, ["--snapshot", snapfile, "-a", "-P", "-o", "Account,User,GrpTRESRaw", "-A", "training"],
+                    capsys)
+    assert out.splitlines()[1] == "training||billing=2"  # RawUsage 161 / 60 without per-TRES usage
+    snap["usage"]["tres"] = {"training/root": {"cpu": 540, "mem": 646800, "billing": 1320, "gres/gpu": 240}}
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(snap))
+    _, out, _ = run(sshare, ["--snapshot", str(p), "-a", "-P", "-o", "Account,User,GrpTRESRaw%80"], capsys)
+    lines = out.splitlines()
+    assert lines[1] == ("root||cpu=9,mem=10780,energy=0,node=0,billing=22,fs/disk=0,vmem=0,pages=0,"
+                        "gres/gpu=4,gres/gpu:h200=0")
+    assert lines[-1].startswith(" training|root|cpu=9,mem=10780,")
