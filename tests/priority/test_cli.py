@@ -136,4 +136,4 @@ def test_sshare_grp_tres_raw(snapfile, tmp_path, capsys):
     lines = out.splitlines()
     assert lines[1] == ("root||cpu=9,mem=10780,energy=0,node=0,billing=22,fs/disk=0,vmem=0,pages=0,"
                         "gres/gpu=4,gres/gpu:h200=0")
-    assert lines[-1].startswith(" training|root|cpu=9,mem=10780,")
+    assert lines[-1].startswith("  training|root|cpu=9,mem=10780,")
