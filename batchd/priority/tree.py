@@ -18,7 +18,9 @@ Snapshot keys read here
 * ``usage``: ``{"users": {"account/user": billing-seconds}, "accounts": {"name": x}}``.
   An account's raw usage is the sum of its subtree's user usage; an account figure,
   when given, must agree with that sum (relative 1e-6, absolute 1e-3) or
-  ``ValueError`` is raised. Negative usage raises ``ValueError``.
+  ``ValueError`` is raised. Negative usage raises ``ValueError``. Usage of an account
+  that no longer exists is ignored (Slurm drops it with the association); usage of
+  an unknown user of a known account creates that association (1 share).
 
 Row order (``Tree.order``) is Slurm's sshare order: root first, then depth first, each
 account's user associations (by user name) before its sub-accounts (by account name),
@@ -175,8 +177,10 @@ def build_tree(snapshot: dict) -> Tree:
     for k, v in (usage.get("users") or {}).items():
         if k not in users:
             acct, _, user = str(k).partition("/")
-            if acct not in accounts or not user:
-                raise ValueError(f"usage for unknown user association {k!r}")
+            if not user:
+                raise ValueError(f"usage key {k!r} is not \"account/user\"")
+            if acct not in accounts:
+                continue  # usage of a deleted account: dropped, as Slurm drops it with the association
             users[k] = Assoc(acct, user, 1, parent=accounts[acct])
             accounts[acct].children.append(users[k])
         users[k].usage = _usage(v, k)
@@ -203,7 +207,7 @@ def build_tree(snapshot: dict) -> Tree:
     walk(root, 0)
     for name, v in (usage.get("accounts") or {}).items():
         if name not in accounts:
-            raise ValueError(f"usage for unknown account {name!r}")
+            continue
         given = _usage(v, name)
         have = accounts[name].usage
         if abs(given - have) > max(Fraction(1, 1000), abs(have) * Fraction(1, 10**6)):

@@ -170,3 +170,12 @@ def test_classic_fairshare_parent_user():
     assert (u2.norm_shares, u2.effectv_usage) == (pytest.approx(0.4), pytest.approx(0.5))
     assert u1.fairshare == pytest.approx(2 ** -1.25) and u2.fairshare == pytest.approx(2 ** -1.25)
     assert rows[("B", "User3")].fairshare == pytest.approx(2 ** (-0.5 / 0.6))
+
+
+def test_usage_of_deleted_account_is_dropped():
+    snap = _tree([("A", None, 1)], [("A", "u", 1)], {"A/u": 5, "gone/x": 100})
+    snap["usage"]["accounts"] = {"gone": 100}
+    rows = share_rows(snap)
+    assert rows[0].raw_usage == 5
+    with pytest.raises(ValueError, match="account/user"):
+        build_tree(_tree([("A", None, 1)], [], {"A": 5}))
