@@ -24,7 +24,7 @@ from typing import Any
 
 from .backfill import Backfill
 from .ordering import PendingPicker
-from .placement import NodeRT, Take, choose, per_task_vector, take
+from .placement import NodeRT, Take, choose, eligible_nodes, per_task_vector, take
 from .state import GPU, TYPED, JobRT, Session
 
 OK, LIMIT, CAPACITY = "ok", "limit", "capacity"
@@ -76,9 +76,10 @@ def try_place(s: Session, j: JobRT, allow_rel: bool, bf: Backfill | None = None
     options = gpu_options(s, j)
     if not options:
         return LIMIT, GPU, None
+    nodes = s.nodes if j.allowed is None and not j.exclusive else eligible_nodes(s.nodes, j)
     if j.gpus_total:
         free = 0
-        for n in s.nodes:
+        for n in nodes:
             if n.usable:
                 for lst in n.free.values():
                     free += len(lst)
@@ -88,7 +89,7 @@ def try_place(s: Session, j: JobRT, allow_rel: bool, bf: Backfill | None = None
         if free < j.gpus_total:
             return CAPACITY, None, None
     placement = s.policy.get("placement", "pack")
-    base_caps = [(n, n.caps(allow_rel)) for n in s.nodes if n.usable]
+    base_caps = [(n, n.caps(allow_rel)) for n in nodes if n.usable]
     end = bf.end_of(j) if bf is not None else 0.0
     caps = bf.constrain(base_caps, end) if bf is not None else base_caps
     outcome: tuple[str, Any, Any] = (CAPACITY, None, None)
@@ -113,7 +114,7 @@ def try_place(s: Session, j: JobRT, allow_rel: bool, bf: Backfill | None = None
         full[GPU] = gpu * j.tasks
         if s.lending_blocked(j, full):
             continue
-        takes = [take(node, k, needs, j.cpu, j.mem, j.shard, allow_rel) for node, k in plan]
+        takes = [take(node, k, needs, j.cpu, j.mem, j.shard, allow_rel, j.exclusive) for node, k in plan]
         usage = {node: {kk: v * k for kk, v in vec.items()} for node, k in plan}
         return OK, takes, usage
     return outcome
@@ -198,9 +199,10 @@ def never_fits(s: Session, j: JobRT, cache: dict) -> str | None:
         return any(choose(caps, per_task_vector(nd, j.cpu, j.mem, j.shard), j.tasks, j.nodes, j.tpn, "pack")
                    is not None for nd in gpu_options(s, j))
 
+    mine = [n for n in s.nodes if j.allowed is None or n.name in j.allowed]
     out = None
-    if not fits([n for n in s.nodes if n.usable]):
-        out = "ReqNodeNotAvail" if fits(s.nodes) else "BadConstraints"
+    if not fits([n for n in mine if n.usable]):
+        out = "ReqNodeNotAvail" if fits(mine) else "BadConstraints"
     cache[ck] = out
     return out
 

@@ -38,6 +38,13 @@ def _scale(vec: dict[str, float], n: int) -> dict[str, float]:
     return {k: v * n for k, v in vec.items()}
 
 
+def _full(n: NodeRT) -> dict[str, float]:
+    c: dict[str, float] = {"cpu": float(n.spec.cpus), "mem": float(n.spec.memory_mb), "shard": float(n.spec.shards)}
+    for sl in n.spec.slots:
+        c["gpu:" + sl.type] = c.get("gpu:" + sl.type, 0.0) + 1
+    return c
+
+
 class Reservation:
     """Resources `used` per node by `job` from `t` until `end` (inf without a time limit);
     `spare` is what each node has left at `t` for jobs that would still run then."""
@@ -129,11 +136,13 @@ class Backfill:
                     self._add_events(other)
         events = self.events
         nodes = [n for n in s.nodes if n.usable]
+        allowed = [n for n in nodes if j.allowed is None or n.name in j.allowed]
         avail = {n: n.caps(False) for n in nodes}
         gpu_avail = sum(v for c in avail.values() for k, v in c.items() if k.startswith("gpu:"))
         cpu_avail = sum(c.get("cpu", 0.0) for c in avail.values())
         need_cpu = j.cpu * j.tasks
         own = self.end_of(j) - s.now
+        full = {n: _full(n) for n in nodes} if j.exclusive else {}
         # reservations hold their resources from t to end: -used at t, +used at end
         steps = sorted([(r.t, 0, -1.0, r) for r in self.res] + [(r.end, 1, 1.0, r) for r in self.res
                                                                 if r.end != INF], key=lambda x: (x[0], x[1]))
@@ -160,8 +169,10 @@ class Backfill:
                 continue
             later = [r for r in self.res if r.t > t and t + own > r.t]
             caps = []
-            for n in nodes:
+            for n in allowed:
                 c = dict(avail[n])
+                if j.exclusive and any(v < full[n].get(k, 0.0) for k, v in c.items()):
+                    continue  # an exclusive job needs the whole node
                 for r in later:
                     sp = r.spare.get(n)
                     if sp:
@@ -173,7 +184,7 @@ class Backfill:
                 plan = choose(caps, vec, j.tasks, j.nodes, j.tpn, placement)
                 if plan is None:
                     continue
-                used = {node: _scale(vec, k) for node, k in plan}
+                used = {node: (dict(avail[node]) if j.exclusive else _scale(vec, k)) for node, k in plan}
                 spare = {}
                 for n in nodes:
                     sp = dict(avail[n])

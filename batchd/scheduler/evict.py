@@ -257,7 +257,8 @@ class Solver:
 
     def _may_fit(self, j: JobRT, acc: list[JobRT], allow_rel: bool = True) -> bool:
         """Cheap count-only test: could J fit on idle (+ releasing) + these victims' resources?"""
-        caps = {n: n.caps(allow_rel) for n in self.s.nodes if n.usable}
+        caps = {n: n.caps(allow_rel) for n in self.s.nodes
+                if n.usable and (j.allowed is None or n.name in j.allowed)}
         for v in acc:
             for tk in v.takes or []:
                 c = caps.get(tk.node)

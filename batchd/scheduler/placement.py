@@ -187,9 +187,38 @@ def _num_out(x: float) -> int | float:
     return int(x) if x == int(x) else x
 
 
+def node_empty(node: NodeRT) -> bool:
+    """Nothing runs or is being released on the node (for exclusive jobs)."""
+    if node.rel_owner or node.cpu_rel or node.mem_rel:
+        return False
+    if sum(len(lst) for lst in node.free.values()) != len(node.slots):
+        return False
+    return node.cpu >= node.spec.cpus and node.mem >= node.spec.memory_mb
+
+
+def eligible_nodes(nodes: list[NodeRT], job: Any) -> list[NodeRT]:
+    """Usable nodes the job may run on: its partition's, and empty ones for an exclusive job."""
+    allowed = job.allowed
+    out = [n for n in nodes if n.usable and (allowed is None or n.name in allowed)]
+    if job.exclusive:
+        out = [n for n in out if node_empty(n)]
+    return out
+
+
 def take(node: NodeRT, tasks: int, needs: list[tuple[str, int]], cpu: float, mem: float, shard: float,
-         allow_rel: bool) -> Take:
-    """Take the devices and amounts for `tasks` tasks on `node` (the caller checked they fit)."""
+         allow_rel: bool, exclusive: bool = False) -> Take:
+    """Take the devices and amounts for `tasks` tasks on `node` (the caller checked they fit);
+    `exclusive`: then also everything else idle on the node."""
+    if exclusive:
+        tk = take(node, tasks, needs, cpu, mem, shard, allow_rel)
+        for lst in node.free.values():
+            tk.idle_slots.extend(lst)
+            del lst[:]
+        tk.cpu += node.cpu
+        tk.mem += node.mem
+        tk.shard += node.shard
+        node.cpu = node.mem = node.shard = 0.0
+        return tk
     tk = Take(node, tasks)
     for t, c in needs:
         want = c * tasks

@@ -31,6 +31,9 @@ Extensions of the documented format, all optional:
 - `nodes[].gpus[]` devices may carry `"slices"`: the number of compute slices of a MIG-capable
   GPU (default 4 for RTX PRO / A30 class types, whose type name contains `rtx` or `a30`, else 7).
 - `accounts[].resources[r].lending_limit` (Kueue's lendingLimit).
+- `jobs[].partition_nodes` (list of node names): the job may only run on these nodes (its
+  partition); `jobs[].exclusive` (bool): the job takes whole nodes (all their idle GPUs,
+  CPUs and memory) and only nodes nothing else runs on.
 """
 
 from __future__ import annotations
@@ -171,6 +174,8 @@ class Job:
     qos: str | None
     index: int
     raw: dict
+    partition_nodes: frozenset[str] | None = None
+    exclusive: bool = False
 
 
 @dataclass
@@ -356,13 +361,20 @@ def _parse_job(d: Any, i: int, node_names: set[str], accounts: set[str]) -> Job:
     preemptible = d.get("preemptible", True)
     if not isinstance(preemptible, bool):
         raise _err(f"{p}.preemptible", "must be true or false", preemptible)
+    pn = d.get("partition_nodes")
+    if pn is not None and (not isinstance(pn, list) or not all(isinstance(x, str) for x in pn)):
+        raise _err(f"{p}.partition_nodes", "must be a list of node names or null", pn)
+    exclusive = d.get("exclusive", False)
+    if not isinstance(exclusive, bool):
+        raise _err(f"{p}.exclusive", "must be true or false", exclusive)
     return Job(id=jid, account=account, user=str(d.get("user") or ""), state=state,
                priority=int(_num(d, "priority", p, 0.0, minimum=None) or 0), preemptible=preemptible,
                submit_time=_num(d, "submit_time", p, 0.0, minimum=None) or 0.0,
                start_time=_num(d, "start_time", p, None, minimum=None),
                time_limit_s=None if tl is None or tl < 0 else int(tl), tasks=tasks, nodes=nodes,
                tasks_per_node=tpn, per_task=per_task, allocation=alloc, eligible=eligible,
-               reason=_str(d, "reason", p), qos=_str(d, "qos", p), index=i, raw=d)
+               reason=_str(d, "reason", p), qos=_str(d, "qos", p), index=i, raw=d,
+               partition_nodes=None if pn is None else frozenset(pn), exclusive=exclusive)
 
 
 def _check_tree(accounts: list[Account]) -> None:

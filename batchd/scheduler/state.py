@@ -49,6 +49,8 @@ class JobRT:
     amounts: tuple = ()
     time_limit_key = float("inf")
     pools: frozenset = frozenset()
+    allowed: frozenset[str] | None = None
+    exclusive = False
 
     def __init__(self, spec: Any, queue: Queue):
         self.spec = spec
@@ -73,6 +75,10 @@ class JobRT:
         self.time_limit = spec.time_limit_s
         jid = spec.id
         self.idk = (0, jid, "") if jid.__class__ is int else (1, 0, str(jid))
+        if spec.partition_nodes is not None:
+            self.allowed = spec.partition_nodes
+        if spec.exclusive:
+            self.exclusive = True
 
     def __repr__(self) -> str:
         return f"Job({self.id})"
@@ -214,7 +220,8 @@ class Session:
         j.pools = frozenset(pools) if pools else _CPU_POOL
         pt = j.spec.per_task
         tl = j.time_limit
-        j.shape = (tuple(pt), j.nodes, j.tpn, j.preemptible, j.user if j.qos_max is not None else None)
+        j.shape = (tuple(pt), j.nodes, j.tpn, j.preemptible, j.user if j.qos_max is not None else None,
+                   j.allowed, j.exclusive)
         j.amounts = (tasks, -j.prio, *pt.values())
         j.time_limit_key = float("inf") if tl is None else float(tl)
 

@@ -183,3 +183,21 @@ def test_integer_ids_echoed_as_given():
     snap = snapshot([node("n0", 1)], [account("a", quota=-1)], [job(7, "a"), job(8, "a")])
     d = run(snap, passes=["allocate"]).decisions
     assert d["start"][0]["job"] == 7 and d["pending"] == [{"job": 8, "reason": "Resources"}]
+
+
+def test_partition_nodes_restrict_placement():
+    nodes = [node("n0", 2), node("n1", 2)]
+    jobs = [job("j", "a", partition_nodes=["n1"]), job("k", "a", gpus=2, partition_nodes=["n0"]),
+            job("far", "a", gpus=3, partition_nodes=["n1"])]
+    out = run(snapshot(nodes, [account("a", quota=-1)], jobs), passes=["allocate"])
+    assert list(allocation(out, "j")) == ["n1"] and list(allocation(out, "k")) == ["n0"]
+    assert out.reasons == {"far": "BadConstraints"}
+
+
+def test_exclusive_takes_whole_empty_node():
+    nodes = [node("n0", 4, cpus=8, memory_mb=100), node("n1", 4, cpus=8, memory_mb=100)]
+    jobs = [job("busy", "a", running_on={"n0": [0]}), job("ex", "a", exclusive=True),
+            job("other", "a")]
+    out = run(snapshot(nodes, [account("a", quota=-1)], jobs), passes=["allocate"])
+    assert allocation(out, "ex") == {"n1": {"tasks": 1, "gpus": [0, 1, 2, 3], "cpus": 8, "memory_mb": 100}}
+    assert list(allocation(out, "other")) == ["n0"]
