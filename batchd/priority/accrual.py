@@ -9,7 +9,8 @@ Jobs charged: RUNNING jobs, and jobs that ended inside the cycle (any state with
 ``end_time`` after ``last_s``: a preempted or requeued run is charged for the time it
 ran). Per job keys read: ``account``, ``user``, ``start_time``, ``end_time``,
 ``billing`` (the rate computed at start; when absent it is computed from the job's
-TRES and ``tres_billing_weights``), ``qos`` and ``qos_usage_factor``. The QOS usage
+TRES and the ``tres_billing_weights`` of its partition (``snapshot["partitions"]``)
+or of the policy), ``qos`` and ``qos_usage_factor``. The QOS usage
 factor comes from the job, else from ``snapshot["qos"]`` (``[{"name",
 "usage_factor"}]``), else 1.
 """
@@ -19,16 +20,30 @@ from __future__ import annotations
 from batchd.priority.multifactor import job_gpu_fractions, job_tres
 from batchd.priority.policy import billing_weights, merge_policy
 from batchd.priority.usage import Charge, advance_usage
-from batchd.tres import billing
+from batchd.tres import billing, parse_billing_weights
 
-__all__ = ["cycle_charges", "advance_snapshot_usage"]
+__all__ = ["job_billing", "cycle_charges", "advance_snapshot_usage"]
+
+
+def job_billing(job: dict, snapshot: dict, policy: dict) -> float:
+    """The billing rate of ``job``: its ``billing`` key when set, else computed from its
+    TRES with its partition's ``tres_billing_weights`` (``snapshot["partitions"]``)
+    or, failing that, the cluster-wide ones of ``policy`` (a merged policy)."""
+    if job.get("billing") is not None:
+        return float(job["billing"])
+    nodes = {str(n.get("name")): n for n in snapshot.get("nodes") or []}
+    part = next((p for p in snapshot.get("partitions") or []
+                 if p.get("name") == job.get("partition") and p.get("tres_billing_weights")), None)
+    if part is not None:
+        weights = parse_billing_weights(str(part["tres_billing_weights"]), str(policy.get("priority_flags") or ""))
+    else:
+        weights = billing_weights(policy)
+    return billing(weights, job_tres(job, nodes), job_gpu_fractions(job, nodes))
 
 
 def cycle_charges(snapshot: dict, last_s: float, policy: dict | None = None) -> list[Charge]:
     """The ``Charge`` of every job that ran during ``[last_s, snapshot["now"]]``."""
     merged = merge_policy(policy, snapshot)
-    weights = billing_weights(merged)
-    nodes = {str(n.get("name")): n for n in snapshot.get("nodes") or []}
     factors = {str(q.get("name")): float(q.get("usage_factor", 1.0)) for q in snapshot.get("qos") or []
                if q.get("name") is not None}
     out = []
@@ -38,9 +53,7 @@ def cycle_charges(snapshot: dict, last_s: float, policy: dict | None = None) -> 
         state = str(j.get("state", "")).upper()
         if start is None or (state != "RUNNING" and (end is None or float(end) <= last_s)):
             continue
-        rate = j.get("billing")
-        if rate is None:
-            rate = billing(weights, job_tres(j, nodes), job_gpu_fractions(j, nodes))
+        rate = job_billing(j, snapshot, merged)
         factor = j.get("qos_usage_factor")
         if factor is None:
             factor = factors.get(str(j.get("qos") or "normal"), 1.0)

@@ -196,15 +196,14 @@ def tres_run_mins(snapshot: dict, policy: dict) -> tuple[dict[str, dict[str, flo
     Slurm does), added to its user association and every ancestor account. As in
     Slurm, the run time is taken off at each priority calculation (every
     ``calc_period_s``, here on multiples of it), not continuously."""
-    from batchd.priority.multifactor import cluster_tres, job_gpu_fractions, job_tres
-    from batchd.priority.policy import billing_weights
+    from batchd.priority.accrual import job_billing
+    from batchd.priority.multifactor import cluster_tres, job_tres
     from batchd.priority.tree import build_tree
-    from batchd.tres import billing, tres_sort_key
+    from batchd.tres import tres_sort_key
 
     totals, _, _ = cluster_tres(snapshot)
     order = BASE_TRES + sorted((k for k in totals if k.startswith("gres/")), key=tres_sort_key)
     tree = build_tree(snapshot)
-    weights = billing_weights(policy)
     now = float(snapshot.get("now") or 0.0)
     period = float(policy.get("calc_period_s") or 0)
     tick = math.floor(now / period) * period if period > 0 else now
@@ -222,7 +221,7 @@ def tres_run_mins(snapshot: dict, policy: dict) -> tuple[dict[str, dict[str, flo
         limit_s = INFINITE_MIN * 60.0 if limit is None or limit < 0 else float(limit)
         left_s = max(limit_s - max(tick - float(j["start_time"]), 0.0), 0.0)
         tres = job_tres(j, by_name)
-        tres["billing"] = float(math.trunc(billing(weights, tres, job_gpu_fractions(j, by_name))))  # an integer TRES count, as in AllocTRES
+        tres["billing"] = float(math.trunc(job_billing(j, snapshot, policy)))  # an integer TRES count, as in AllocTRES
         a: Assoc | None = assoc
         while a is not None:
             row = out.setdefault(a.key, {k: 0.0 for k in order})

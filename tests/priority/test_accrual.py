@@ -61,3 +61,13 @@ def test_mig_allocation_counts_its_share_and_own_type():
     whole = _run(2, "u", per_task={"cpu": 1, "mem": 0}, allocation={"m0": {"gpus": [1], "cpus": 1}})
     (c,) = cycle_charges(_snap([whole], nodes=[node], policy=snap["policy"]), 0.0)
     assert c.billing == pytest.approx(4.0)
+
+
+def test_partition_billing_weights_override_cluster_wide():
+    job = _run(1, "u", partition="cheap")
+    snap = _snap([job], partitions=[{"name": "cheap", "tres_billing_weights": "GRES/gpu=0.5"}])
+    (c,) = cycle_charges(snap, 0.0)
+    assert c.billing == pytest.approx(1.0)
+    job["partition"] = "other"
+    (c,) = cycle_charges(snap, 0.0)
+    assert c.billing == pytest.approx(11.0)
