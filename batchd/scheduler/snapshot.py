@@ -313,33 +313,58 @@ def check_resource_key(key: str, path: str) -> None:
     raise _err(path, "unknown resource (gres/gpu, gres/gpu:TYPE, gres/shard, cpu, mem)")
 
 
+_KNOWN_PT = frozenset({"gres/gpu", "cpu", "mem", "gres/shard"})
+
+
+def _is_num(v: Any) -> bool:
+    c = v.__class__
+    return (c is int or c is float) and v == v
+
+
 def _parse_job(d: Any, i: int, node_names: set[str], accounts: set[str]) -> Job:
+    """One job. Fast checks first; the slow helpers only run to word an error."""
     p = f"jobs[{i}]"
     if not isinstance(d, dict):
         raise _err(p, "must be an object", d)
-    jid = d.get("id")
-    if isinstance(jid, bool) or not isinstance(jid, int | str) or jid == "":
-        raise _err(f"{p}.id", "must be an integer or a string", jid)
-    account = _str(d, "account", p, required=True)
+    get = d.get
+    jid = get("id")
+    if not (jid.__class__ is int or (jid.__class__ is str and jid)):
+        if isinstance(jid, bool) or not isinstance(jid, int | str) or jid == "":
+            raise _err(f"{p}.id", "must be an integer or a string", jid)
+    account = get("account")
+    if account.__class__ is not str:
+        account = _str(d, "account", p, required=True)
     if account not in accounts:
         raise _err(f"{p}.account", "unknown account", account)
-    state = (_str(d, "state", p, "PENDING") or "PENDING").upper()
-    per_task_raw = d.get("per_task") or {}
+    state = get("state") or "PENDING"
+    if state.__class__ is not str:
+        _str(d, "state", p)
+    state = state.upper()
+    per_task_raw = get("per_task") or {}
     if not isinstance(per_task_raw, dict):
         raise _err(f"{p}.per_task", "must be an object", per_task_raw)
     per_task: dict[str, float] = {}
-    for k in per_task_raw:
-        check_resource_key(k, f"{p}.per_task.{k}")
-        v = _num(per_task_raw, k, f"{p}.per_task")
+    for k, v in per_task_raw.items():
+        if k not in _KNOWN_PT:
+            check_resource_key(k, f"{p}.per_task.{k}")
+        if not _is_num(v) or v < 0:
+            _num(per_task_raw, k, f"{p}.per_task")
         if v:
             per_task[k] = v
-    per_task.setdefault("cpu", 1.0)
-    tasks = _int(d, "tasks", p, 1, minimum=1) or 1
-    nodes = _int(d, "nodes", p, None, minimum=1)
-    tpn = _int(d, "tasks_per_node", p, None, minimum=1)
+    if "cpu" not in per_task:
+        per_task["cpu"] = 1
+    tasks = get("tasks", 1)
+    if tasks.__class__ is not int or tasks < 1:
+        tasks = _int(d, "tasks", p, 1, minimum=1) or 1
+    nodes = get("nodes")
+    if nodes is not None and (nodes.__class__ is not int or nodes < 1):
+        nodes = _int(d, "nodes", p, None, minimum=1)
+    tpn = get("tasks_per_node")
+    if tpn is not None and (tpn.__class__ is not int or tpn < 1):
+        tpn = _int(d, "tasks_per_node", p, None, minimum=1)
     if nodes is not None and nodes > tasks:
         raise _err(f"{p}.nodes", f"must be <= tasks ({tasks})", nodes)
-    alloc = d.get("allocation")
+    alloc = get("allocation")
     if state in ACTIVE_STATES:
         if not isinstance(alloc, dict) or not alloc:
             raise _err(f"{p}.allocation", f"is required for a {state} job")
@@ -352,29 +377,39 @@ def _parse_job(d: Any, i: int, node_names: set[str], accounts: set[str]) -> Job:
                 raise _err(f"{p}.allocation.{nname}.gpus", "must be a list", a.get("gpus"))
     else:
         alloc = None
-    eligible = d.get("eligible", True)
-    if not isinstance(eligible, bool):
+    eligible = get("eligible", True)
+    if eligible.__class__ is not bool:
         raise _err(f"{p}.eligible", "must be true or false", eligible)
-    tl = d.get("time_limit_s")
-    if tl is not None and (isinstance(tl, bool) or not isinstance(tl, int | float)):
+    tl = get("time_limit_s")
+    if tl is not None and not _is_num(tl):
         raise _err(f"{p}.time_limit_s", "must be a number of seconds or null", tl)
-    preemptible = d.get("preemptible", True)
-    if not isinstance(preemptible, bool):
+    preemptible = get("preemptible", True)
+    if preemptible.__class__ is not bool:
         raise _err(f"{p}.preemptible", "must be true or false", preemptible)
-    pn = d.get("partition_nodes")
+    pn = get("partition_nodes")
     if pn is not None and (not isinstance(pn, list) or not all(isinstance(x, str) for x in pn)):
         raise _err(f"{p}.partition_nodes", "must be a list of node names or null", pn)
-    exclusive = d.get("exclusive", False)
-    if not isinstance(exclusive, bool):
+    exclusive = get("exclusive", False)
+    if exclusive.__class__ is not bool:
         raise _err(f"{p}.exclusive", "must be true or false", exclusive)
-    return Job(id=jid, account=account, user=str(d.get("user") or ""), state=state,
-               priority=int(_num(d, "priority", p, 0.0, minimum=None) or 0), preemptible=preemptible,
-               submit_time=_num(d, "submit_time", p, 0.0, minimum=None) or 0.0,
-               start_time=_num(d, "start_time", p, None, minimum=None),
-               time_limit_s=None if tl is None or tl < 0 else int(tl), tasks=tasks, nodes=nodes,
-               tasks_per_node=tpn, per_task=per_task, allocation=alloc, eligible=eligible,
-               reason=_str(d, "reason", p), qos=_str(d, "qos", p), index=i, raw=d,
-               partition_nodes=None if pn is None else frozenset(pn), exclusive=exclusive)
+    prio = get("priority", 0)
+    if not _is_num(prio):
+        prio = _num(d, "priority", p, 0.0, minimum=None) or 0
+    submit = get("submit_time", 0.0)
+    if not _is_num(submit):
+        submit = _num(d, "submit_time", p, 0.0, minimum=None) or 0.0
+    start = get("start_time")
+    if start is not None and not _is_num(start):
+        start = _num(d, "start_time", p, None, minimum=None)
+    reason = get("reason")
+    if reason is not None and reason.__class__ is not str:
+        _str(d, "reason", p)
+    qos = get("qos")
+    if qos is not None and qos.__class__ is not str:
+        _str(d, "qos", p)
+    return Job(jid, account, str(get("user") or ""), state, int(prio), preemptible, submit, start,
+               None if tl is None or tl < 0 else int(tl), tasks, nodes, tpn, per_task, alloc, eligible,
+               reason, qos, i, d, None if pn is None else frozenset(pn), exclusive)
 
 
 def _check_tree(accounts: list[Account]) -> None:
