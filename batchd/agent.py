@@ -20,6 +20,7 @@ from batchd import jobenv, launcher
 from batchd.config import Config
 from batchd.model import Job
 from batchd.runs import end_run
+from batchd.steps import StepRunner
 from batchd.store import Store
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,7 @@ class Agent:
         # searchable (not readable) so that users' jobs reach their own script in their run dir
         os.makedirs(self.spool, mode=0o711, exist_ok=True)
         self.on_change = on_change or (lambda: None)
+        self.steps = StepRunner(store, self.spool, self.nodes, cfg.cluster_name, cfg.gpu_env)
         self._sent: dict[tuple[int, int], str] = {}
 
     def _mine(self, j: Job) -> bool:
@@ -93,6 +95,7 @@ class Agent:
                 self._finish(job, st, lost=st.state == "LOST")
             else:
                 launcher.collect(self.spool, job_id, run)
+        self.steps.step()
         return ended
 
     # ------------------------------------------------------------------ launch

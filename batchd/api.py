@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from sqlalchemy.exc import DBAPIError
 
-from batchd import accounts
+from batchd import accounts, steps
 from batchd.errors import BatchdError, InvalidRequest, NotFound
 from batchd.service import Caller, Service
 
@@ -45,6 +45,9 @@ ROUTES: dict[tuple[str, str], Handler] = {
     ("GET", "/v1/accounting"): lambda s, c, q, b: s.accounting(c, q),
     ("GET", "/v1/nodes"): lambda s, c, q, b: s.nodes(),
     ("GET", "/v1/snapshot"): lambda s, c, q, b: s.snapshot(),
+    ("POST", "/v1/steps"): lambda s, c, q, b: steps.create(s, c, b or {}),
+    ("GET", "/v1/steps"): lambda s, c, q, b: steps.status(s, q),
+    ("POST", "/v1/steps/cancel"): lambda s, c, q, b: steps.cancel(s, c, b or {}),
     ("GET", "/v1/controller"): lambda s, c, q, b: s.controller_status(),
     ("POST", "/v1/nodes/state"): lambda s, c, q, b: s.set_node_state(c, b or {}),
     ("GET", "/v1/accounts"): lambda s, c, q, b: accounts.to_doc(s.store.list_accounts(),

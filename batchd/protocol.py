@@ -47,6 +47,11 @@ GET  /v1/snapshot                  -> the scheduler snapshot of DESIGN.md sectio
                                    "usage"); used by `batchd plan --dump`, sshare and sprio.
 GET  /v1/priorities                -> {"jobs": [PRIORITY_VIEW], "weights": {...}} (sprio)
 GET  /v1/shares                    -> {"rows": [SHARE_ROW]} (sshare)
+POST /v1/steps                     body {"job_id", "argv": [str], "ntasks": int | None, "nodes": int | None,
+                                   "env": {str: str}, "cwd": str} (srun inside a job; only the job's
+                                   owner) -> {"job_id", "step_id", "tasks": [{"procid", "node"}]}
+GET  /v1/steps?job_id=&step_id=    -> {"tasks": [{"procid", "node", "state", "exit_code", "exit_signal"}]}
+POST /v1/steps/cancel              body {"job_id", "step_id"} -> {"cancelled": int}
 
 JOB_SPEC (what sbatch/bsub send; built by cli/slurmopts.py, checked by batchd/jobspec.py)
 ---------------------------------------------------------------------------------------
@@ -160,3 +165,10 @@ API_PREFIX = "/v1"
 JOB_STATES_ACTIVE = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "REQUEUED")
 JOB_STATES_FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL",
                     "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")
+
+
+def step_output_path(cwd, job_id, step_id, procid):
+    """Where task `procid` of step `step_id` of a job writes its output (stdout and
+    stderr): a hidden file in the step's working directory, which srun prints and
+    removes when the step ends (the job's nodes share that directory)."""
+    return f"{cwd.rstrip('/')}/.srun-{job_id}.{step_id}.{procid}.out"

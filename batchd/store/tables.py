@@ -9,7 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, Float, Index, Integer, MetaData, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING = {
@@ -165,6 +176,30 @@ class AuditRow(Base):
     detail: Mapped[str] = mapped_column(Text, nullable=False)
 
 
+class StepTask(Base):
+    """One task of a job step started with `srun` inside a job: it runs on `node` (one
+    of the job's nodes) through that node's agent. `run` is the job's run (restart)."""
+    __tablename__ = "step_tasks"
+    job_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run: Mapped[int] = mapped_column(Integer, primary_key=True)
+    step_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    procid: Mapped[int] = mapped_column(Integer, primary_key=True)
+    localid: Mapped[int] = mapped_column(Integer, nullable=False)
+    nodeid: Mapped[int] = mapped_column(Integer, nullable=False)
+    node: Mapped[str] = mapped_column(String(64), nullable=False)
+    ntasks: Mapped[int] = mapped_column(Integer, nullable=False)
+    argv: Mapped[list[Any]] = mapped_column(JSON, nullable=False)
+    env: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    cwd: Mapped[str] = mapped_column(String(4096), nullable=False)
+    stdout: Mapped[str] = mapped_column(String(4096), nullable=False)
+    state: Mapped[str] = mapped_column(String(16), nullable=False)
+    exit_code: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    exit_signal: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    start_time: Mapped[float | None] = mapped_column(Float)
+    end_time: Mapped[float | None] = mapped_column(Float)
+    __table_args__ = (Index("ix_step_tasks_node_state", "node", "state"),)
+
+
 # ---- chargeback tables (issue 6) ----
 # Owned by batchd.accounting; SQL in batchd/store/accounting.py; revision 0002_chargeback.
 
@@ -187,9 +222,12 @@ class PriceRow(Base):
 
 class UsageHourly(Base):
     """Usage rolled up per UTC hour (`hour` = its first second), account, user, node
-    list, GPU type of the job ("" for CPU-only jobs) and TRES: `amount` is TRES-seconds
-    (mem: MiB-seconds; `billing`: billing-unit-seconds; `gpu_busy`: measured GPU
-    utilisation x GPU-seconds / 100; `gpu_measured`: GPU-seconds that had a measurement)."""
+    list and GPU type of the job ("" for CPU-only jobs), in TRES-seconds. The common
+    TRES are columns of one row with `tres` = "": `cpu_s`, `mem_s` (MiB-seconds),
+    `node_s`, `billing_s` (billing-unit-seconds), `gpu_s` (gres/gpu), `gpu_type_s`
+    (gres/gpu:<gpu_type>), `gpu_busy_s` (measured utilisation x GPU-seconds / 100),
+    `gpu_measured_s` (GPU-seconds that had a measurement). Any other TRES (a second GPU
+    type, gres/shard, licenses) has its own row with `tres` = its name and `amount`."""
     __tablename__ = "usage_hourly"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     hour: Mapped[int] = mapped_column(BigInteger, nullable=False)
@@ -198,7 +236,15 @@ class UsageHourly(Base):
     node: Mapped[str] = mapped_column(String(1000), nullable=False)
     gpu_type: Mapped[str] = mapped_column(String(64), nullable=False)
     tres: Mapped[str] = mapped_column(String(100), nullable=False)
-    amount: Mapped[float] = mapped_column(Float, nullable=False)
+    cpu_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    mem_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    node_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    billing_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    gpu_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    gpu_type_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    gpu_busy_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    gpu_measured_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    amount: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
     __table_args__ = (UniqueConstraint("hour", "account", "user", "node", "gpu_type", "tres",
                                        name="uq_usage_hourly_key"),)
 

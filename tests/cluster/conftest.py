@@ -44,6 +44,7 @@ class PgCluster:
         self.root = root
         self.url = url
         self.procs: dict[str, subprocess.Popen] = {}
+        self.bin = BIN
         for n in NODES:
             (root / n).mkdir()
             (root / n / "batchd.toml").write_text(_config(root, n, url))
@@ -81,6 +82,7 @@ class PgCluster:
         return r
 
     def submit(self, node: str, *args: str) -> int:
+        """sbatch through `node`'s daemon; returns the job id."""
         return int(self.run(node, "sbatch", "--parsable", *args).stdout.strip())
 
     def jobs(self, node: str) -> dict[int, dict]:

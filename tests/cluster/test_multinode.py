@@ -14,11 +14,17 @@ def test_two_node_gang_starts_on_both_at_once(pgcluster):
     c = pgcluster
     for n in ("node1", "node2", "node3"):
         c.start(n)
-    jid = c.submit("node2", "-N", "2", "--gres=gpu:4", "--wrap", "echo $SLURM_JOB_NODELIST $SLURM_NNODES")
+    # the batch script runs on the first node; srun reaches the second through its own agent
+    jid = c.submit("node2", "-N", "2", "--gres=gpu:4", "-o", str(c.root / "gang.out"), "--wrap",
+                   f"echo $SLURM_JOB_NODELIST $SLURM_NNODES; {c.bin}/srun -l bash -c 'echo $SLURMD_NODENAME'")
     j = c.wait("node3", lambda: (lambda x: x if x["state"] == "COMPLETED" else None)(c.jobs("node3")[jid]),
                "the gang to complete")
     assert j["nodes"] == 2 and len(j["gres"]) == 2
     assert all(len(g) == 4 for g in j["gres"].values())
+    out = (c.root / "gang.out").read_text().splitlines()
+    first, second = sorted(j["gres"])
+    assert out[0] == f"node[{first[-1]}-{second[-1]}] 2" or out[0].endswith(" 2"), out
+    assert sorted(out[1:]) == [f"0: {first}", f"1: {second}"], out
     # the CLI works from any node: node1 sees what node3 saw
     assert c.jobs("node1")[jid]["state"] == "COMPLETED"
 

@@ -53,7 +53,8 @@ class Cluster:
         self.sock = str(root / ".batchd" / "batchd.sock")
         self.log = root / "daemon.log"
         self.proc: subprocess.Popen | None = None
-        self.env = dict(os.environ, BATCHD_SOCKET=self.sock)
+        # batchd's commands on PATH, as on an installed node (jobs call srun, squeue, ...)
+        self.env = dict(os.environ, BATCHD_SOCKET=self.sock, PATH=f"{BIN}:{os.environ.get('PATH', '')}")
         for k in list(self.env):
             if k.startswith(("SLURM_", "SBATCH_")):
                 del self.env[k]

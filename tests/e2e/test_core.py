@@ -95,3 +95,24 @@ def test_restart_with_kill9_keeps_job_and_records_one_usage(cluster):
     assert rows[0]["state"] == "COMPLETED"
     assert 19 <= rows[0]["elapsed_s"] <= 23, rows[0]
     assert abs(rows[0]["start"] - started) < 2
+
+
+def test_srun_starts_tasks_on_every_node_of_the_job(cluster):
+    script = ("#!/bin/bash\n"
+              "srun -l bash -c 'echo $SLURM_PROCID/$SLURM_LOCALID/$SLURM_NODEID $SLURMD_NODENAME "
+              "$SLURM_STEP_NUM_TASKS $CUDA_VISIBLE_DEVICES'\n"
+              "echo rc=$?\n"
+              "srun -n 1 bash -c 'exit 7'\n"
+              "echo rc=$?\n")
+    jid = cluster.submit("-N", "2", "--ntasks-per-node=2", "--gres=gpu:2", input=script)
+    j = cluster.wait(jid, ("COMPLETED", "FAILED"), timeout=60)
+    out = (cluster.root / f"slurm-{jid}.out").read_text()
+    lines = [line for line in out.splitlines() if line[:1].isdigit()]
+    assert len(lines) == 4, out
+    by_proc = {int(line.split(":")[0]): line.split(": ", 1)[1].split() for line in lines}
+    assert [by_proc[p][0] for p in range(4)] == ["0/0/0", "1/1/0", "2/0/1", "3/1/1"]
+    assert {by_proc[0][1], by_proc[2][1]} == {"node1", "node2"} and by_proc[0][1] == by_proc[1][1]
+    assert all(by_proc[p][2] == "4" for p in range(4))
+    assert all(len(by_proc[p][3].split(",")) == 2 for p in range(4))
+    assert "rc=0" in out and "rc=7" in out, out
+    assert j["state"] == "COMPLETED"

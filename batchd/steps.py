@@ -1,0 +1,178 @@
+"""Job steps: `srun` inside a job starts tasks on the job's nodes through their agents,
+so that torchrun/MPI-style launches work across a multi-node allocation.
+
+The service side checks and records a step; the agent side (`StepRunner`) launches the
+tasks of its nodes with the same launcher as batch scripts (a supervisor per task, in
+a separate spool area), sets each task's SLURM_PROCID/LOCALID/NODEID and the GPUs of
+its node, and kills a step's tasks when the job's run ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+from batchd import jobenv, launcher
+from batchd.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
+from batchd.hostlist import compress
+from batchd.protocol import step_output_path
+from batchd.store import Store
+from batchd.store import steps as step_store
+
+log = logging.getLogger(__name__)
+
+FINAL = ("COMPLETED", "FAILED", "CANCELLED")
+STEP_SCRIPT = '#!/bin/sh\nexec "$@"\n'
+GPU_VARS = ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK",
+            "SLURM_STEP_GPUS", "SLURM_GPUS_ON_NODE", "SLURM_JOB_GPUS", "SLURM_CPUS_ON_NODE")
+
+
+def create(service: Any, caller: Any, body: dict[str, Any]) -> dict[str, Any]:
+    store: Store = service.store
+    try:
+        job_id = int(body["job_id"])
+        argv = [str(a) for a in body["argv"]]
+    except (KeyError, TypeError, ValueError):
+        raise InvalidRequest("a step needs job_id and argv") from None
+    if not argv:
+        raise InvalidRequest("no command to run")
+    job = store.get_job(job_id)
+    if job is None:
+        raise NotFound(f"Invalid job id specified: {job_id}")
+    if caller.uid != job.uid and not service.is_admin(caller):
+        raise PermissionDenied("Access/permission denied")
+    if job.state != "RUNNING" or not job.allocation:
+        raise Conflict(f"Job {job_id} is not running")
+    nodes = list(job.allocation)
+    want_nodes = int(body.get("nodes") or len(nodes))
+    if want_nodes > len(nodes):
+        raise InvalidRequest(f"Requested node configuration is not available (the job has {len(nodes)} nodes)")
+    if body.get("ntasks") and not body.get("nodes"):
+        # srun: "can't run N processes on M nodes, setting nnodes to N"
+        want_nodes = min(want_nodes, int(body["ntasks"]))
+    nodes = nodes[:want_nodes]
+    per_node = [int(job.allocation[n].get("tasks") or 1) for n in nodes]
+    ntasks = int(body.get("ntasks") or sum(per_node))
+    if ntasks < len(nodes):
+        raise InvalidRequest(f"Invalid number of tasks: {ntasks} tasks on {len(nodes)} nodes")
+    # block distribution, as srun's default: fill node 0's share, then node 1's, ...
+    base, extra = divmod(ntasks, len(nodes))
+    counts = [base + (1 if i < extra else 0) for i in range(len(nodes))]
+    cwd = str(body.get("cwd") or job.spec.get("workdir") or "/")
+    env = {str(k): str(v) for k, v in (body.get("env") or {}).items()}
+    tasks, procid = [], 0
+    for nodeid, (node, count) in enumerate(zip(nodes, counts, strict=True)):
+        for localid in range(count):
+            tasks.append({"procid": procid, "localid": localid, "nodeid": nodeid, "node": node, "ntasks": ntasks,
+                          "argv": argv, "env": env, "cwd": cwd, "stdout": ""})
+            procid += 1
+    step_id = step_store.create_step(store, job_id, job.restarts, tasks)
+    log.info("step created job_id=%s step=%s tasks=%d nodes=%s", job_id, step_id, ntasks, ",".join(nodes))
+    service.wake()
+    return {"job_id": job_id, "step_id": step_id, "tasks": [{"procid": t["procid"], "node": t["node"]}
+                                                             for t in tasks]}
+
+
+def status(service: Any, query: dict[str, str]) -> dict[str, Any]:
+    tasks = step_store.list_tasks(service.store, job_id=int(query["job_id"]), step_id=int(query["step_id"]))
+    return {"tasks": [{"procid": t.procid, "node": t.node, "state": t.state, "exit_code": t.exit_code,
+                       "exit_signal": t.exit_signal} for t in tasks]}
+
+
+def cancel(service: Any, caller: Any, body: dict[str, Any]) -> dict[str, Any]:
+    job = service.store.get_job(int(body["job_id"]))
+    if job is None:
+        raise NotFound("Invalid job id specified")
+    if caller.uid != job.uid and not service.is_admin(caller):
+        raise PermissionDenied("Access/permission denied")
+    n = 0
+    for t in step_store.list_tasks(service.store, job_id=job.id, step_id=int(body["step_id"]),
+                                   states=["PENDING", "RUNNING"]):
+        n += step_store.set_task(service.store, t, ("PENDING", "RUNNING"), state="CANCELLING")
+    service.wake()
+    return {"cancelled": n}
+
+
+class StepRunner:
+    """The agent side: launch, watch and end the step tasks of this agent's nodes."""
+
+    def __init__(self, store: Store, spool: str, nodes: set[str], cluster_name: str, gpu_env: str):
+        self.store = store
+        self.spool = os.path.join(spool, "steps")
+        os.makedirs(self.spool, mode=0o711, exist_ok=True)
+        self.nodes = nodes
+        self.cluster_name = cluster_name
+        self.gpu_env = gpu_env
+
+    @staticmethod
+    def _code(t: step_store.Task) -> int:
+        # the launcher keys runs by (job_id, run): encode (job run, step, task) in `run`
+        return t.run * 1_000_000 + t.step_id * 1000 + t.procid
+
+    def step(self) -> int:
+        tasks = step_store.list_tasks(self.store, nodes=sorted(self.nodes),
+                                      states=["PENDING", "RUNNING", "CANCELLING"])
+        jobs: dict[int, Any] = {}
+        for t in tasks:
+            if t.job_id not in jobs:
+                jobs[t.job_id] = self.store.get_job(t.job_id)
+            job = jobs[t.job_id]
+            alive = job is not None and job.state == "RUNNING" and job.restarts == t.run
+            code = self._code(t)
+            if t.state == "PENDING":
+                if not alive:
+                    step_store.set_task(self.store, t, ("PENDING",), state="CANCELLED", end_time=time.time())
+                    continue
+                self._launch(t, job)
+                step_store.set_task(self.store, t, ("PENDING",), state="RUNNING", start_time=time.time())
+                continue
+            try:
+                st = launcher.poll(self.spool, t.job_id, code)
+            except FileNotFoundError:
+                step_store.set_task(self.store, t, ("RUNNING", "CANCELLING"), state="CANCELLED", end_time=time.time())
+                continue
+            if st.state == "RUNNING":
+                if not alive or t.state == "CANCELLING":
+                    launcher.terminate(self.spool, t.job_id, code, "cancel", grace_s=2)
+                continue
+            state = "CANCELLED" if t.state == "CANCELLING" or st.final_state == "CANCELLED" else (
+                "COMPLETED" if st.final_state == "COMPLETED" else "FAILED")
+            step_store.set_task(self.store, t, ("RUNNING", "CANCELLING"), state=state, exit_code=st.exit_code,
+                                exit_signal=st.signal, end_time=st.end_time or time.time())
+            launcher.collect(self.spool, t.job_id, code)
+        return len(tasks)
+
+    def _launch(self, t: step_store.Task, job: Any) -> None:
+        alloc = job.allocation or {}
+        view = {"id": job.id, "name": job.name, "user": job.user, "uid": job.uid, "gid": job.gid,
+                "account": job.account, "partition": job.partition, "qos": job.qos, "restarts": job.restarts,
+                "node_list": job.node_list, "gpu_env": self.gpu_env, "array_job_id": job.array_job_id,
+                "array_task_id": job.array_task_id}
+        node_env = jobenv.job_environment(job.spec, view, alloc, t.node, self.cluster_name)
+        env = dict(t.env)
+        for k in GPU_VARS:
+            env.pop(k, None)
+            if k in node_env:
+                env[k] = node_env[k]
+        step_nodes = sorted({x.node for x in step_store.list_tasks(self.store, job_id=t.job_id, step_id=t.step_id)},
+                            key=list(alloc).index)
+        env.update({
+            "SLURM_STEP_ID": str(t.step_id), "SLURM_STEPID": str(t.step_id), "SLURM_PROCID": str(t.procid),
+            "SLURM_LOCALID": str(t.localid), "SLURM_NODEID": str(t.nodeid), "SLURMD_NODENAME": t.node,
+            "SLURM_STEP_NODELIST": compress(step_nodes), "SLURM_STEP_NUM_NODES": str(len(step_nodes)),
+            "SLURM_STEP_NUM_TASKS": str(t.ntasks), "SLURM_NTASKS": str(t.ntasks),
+        })
+        out = step_output_path(t.cwd, t.job_id, t.step_id, t.procid)
+        uid, gid = (job.uid, job.gid) if os.getuid() == 0 else (os.getuid(), os.getgid())
+        req = launcher.LaunchRequest(
+            job_id=t.job_id, run=self._code(t), user=job.user, uid=uid, gid=gid, groups=None,
+            home=env.get("HOME", "/"), workdir=t.cwd, script=STEP_SCRIPT, argv=list(t.argv), env=env,
+            stdout=out, stderr=out, time_limit_s=None, kill_wait_s=2)
+        try:
+            launcher.launch(req, self.spool)
+            log.info("step task launched job_id=%s step=%s procid=%s node=%s", t.job_id, t.step_id, t.procid, t.node)
+        except Exception as e:  # the task fails; the step and the job go on
+            log.error("step task launch failed job_id=%s step=%s procid=%s error=%s", t.job_id, t.step_id,
+                      t.procid, e)

@@ -1,0 +1,89 @@
+"""srun (inside a job): run a command as a job step on the job's nodes.
+
+    srun [-n NTASKS] [-N NODES] [-l] [--chdir DIR] COMMAND [ARGS...]
+
+Each task runs through the agent of its node with SLURM_PROCID, SLURM_LOCALID,
+SLURM_NODEID and the GPUs of its node set, so `srun torchrun ...` or an MPI-style
+launch reaches every node of a multi-node job. srun waits for the step, prints the
+tasks' output in task order (`-l` prefixes each line with its task number) and exits
+with the highest task exit code, as Slurm's srun does. Ctrl-C cancels the step.
+Only inside a job: batchd's srun does not create allocations.
+"""
+
+import os
+import signal
+import sys
+import time
+
+from batchd.cli.client import DaemonError, Unreachable, call, request
+from batchd.cli.options import Opt, OptionError, die, parse
+from batchd.protocol import step_output_path
+
+TABLE = [
+    Opt("n", "ntasks", "required", "ntasks"),
+    Opt("N", "nodes", "required", "nodes"),
+    Opt("l", "label", "none", "label"),
+    Opt("D", "chdir", "required", "chdir"),
+    Opt("h", "help", "none", "help"),
+]
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        opts, args = parse("srun", argv, TABLE, stop_at_positional=True)
+    except OptionError as e:
+        die(e)
+    if opts.get("help") or not args:
+        sys.stdout.write(__doc__)
+        return 0 if opts.get("help") else 1
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job:
+        sys.stderr.write("srun: error: batchd's srun runs only inside a job (SLURM_JOB_ID is not set); "
+                         "submit with sbatch\n")
+        return 1
+    cwd = os.path.abspath(opts.get("chdir") or os.getcwd())
+    body = {"job_id": int(job), "argv": args, "env": dict(os.environ), "cwd": cwd,
+            "ntasks": int(opts["ntasks"]) if opts.get("ntasks") else None,
+            "nodes": int(opts["nodes"]) if opts.get("nodes") else None}
+    step = call("srun", "POST", "/v1/steps", body)
+    sid = step["step_id"]
+
+    def _cancel(signum, _frame):
+        try:
+            request("POST", "/v1/steps/cancel", {"job_id": int(job), "step_id": sid})
+        except (DaemonError, Unreachable):
+            pass
+        sys.stderr.write(f"srun: Job step {job}.{sid} aborted: cancelled\n")
+
+    signal.signal(signal.SIGINT, _cancel)
+    signal.signal(signal.SIGTERM, _cancel)
+    final = ("COMPLETED", "FAILED", "CANCELLED")
+    while True:
+        tasks = call("srun", "GET", "/v1/steps", query={"job_id": job, "step_id": str(sid)})["tasks"]
+        if tasks and all(t["state"] in final for t in tasks):
+            break
+        time.sleep(0.1)
+    rc = 0
+    for t in sorted(tasks, key=lambda x: x["procid"]):
+        path = step_output_path(cwd, job, sid, t["procid"])
+        try:
+            with open(path, errors="replace") as f:
+                for line in f:
+                    sys.stdout.write(f"{t['procid']}: {line}" if opts.get("label") else line)
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        code = t["exit_code"] or (128 + t["exit_signal"] if t["exit_signal"] else 0)
+        if t["state"] != "COMPLETED" and code == 0:
+            code = 1
+        if code:
+            sys.stderr.write(f"srun: error: {t['node']}: task {t['procid']}: "
+                             f"{'Exited with exit code ' + str(t['exit_code']) if t['exit_code'] else t['state']}\n")
+        rc = max(rc, code)
+    sys.stdout.flush()
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
