@@ -315,9 +315,13 @@ class Solver:
         s.start(j, takes, after)
         relocated = []
         pending = list(rest)
+        idle_gpus = sum(len(lst) for n in s.nodes if n.usable for lst in n.free.values())
+        idle_cpu = max((n.cpu for n in s.nodes if n.usable), default=0.0)
         while pending:
             v = self._first(pending)
             pending.remove(v)
+            if v.gpus_total > idle_gpus or v.cpu > idle_cpu + EPS:
+                continue  # cannot be relocated onto idle resources
             st, tk2, _ = try_place(s, v, False)
             if st == OK:
                 s.start(v, tk2, [])
