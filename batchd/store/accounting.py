@@ -6,7 +6,8 @@ and return plain values (`Price`, tuples, dicts), never ORM rows.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
 from typing import Any, NamedTuple
 
@@ -116,10 +117,44 @@ def unrolled_usage(store: Store, limit: int) -> list[Run]:
         return [Run(*r) for r in s.execute(q)]
 
 
-_UPSERT = ('INSERT INTO usage_hourly (hour, account, "user", node, gpu_type, tres, amount) '
-           "VALUES ({m}, {m}, {m}, {m}, {m}, {m}, {m}) "
-           'ON CONFLICT (hour, account, "user", node, gpu_type, tres) '
-           "DO UPDATE SET amount = usage_hourly.amount + excluded.amount")
+# the common TRES, as columns of the hourly table ("typed" = gres/gpu:<the row's gpu_type>)
+WIDE = (("cpu", "cpu_s"), ("mem", "mem_s"), ("node", "node_s"), ("billing", "billing_s"), ("gres/gpu", "gpu_s"),
+        ("typed", "gpu_type_s"), ("gpu_busy", "gpu_busy_s"), ("gpu_measured", "gpu_measured_s"))
+_WIDE_INDEX = {name: i for i, (name, _) in enumerate(WIDE)}
+_VALUE_COLS = [c for _, c in WIDE] + ["amount"]
+_UPSERT = ('INSERT INTO usage_hourly (hour, account, "user", node, gpu_type, tres, ' + ", ".join(_VALUE_COLS)
+           + ") VALUES (" + ", ".join(["{m}"] * (6 + len(_VALUE_COLS))) + ") "
+           'ON CONFLICT (hour, account, "user", node, gpu_type, tres) DO UPDATE SET '
+           + ", ".join(f"{c} = usage_hourly.{c} + excluded.{c}" for c in _VALUE_COLS))
+
+
+def _wide_rows(sums: dict[tuple[int, str, str, str, str, str], float]) -> list[tuple[Any, ...]]:
+    """Tall sums ((hour, account, user, node, gpu_type, tres) -> TRES-seconds) -> rows of
+    the hourly table: one row of columns per (hour, account, user, node, gpu_type) for
+    the common TRES, one row per other TRES."""
+    rows: dict[tuple[Any, ...], list[float]] = {}
+    n = len(_VALUE_COLS)
+    for (hour, account, user, node, gtype, tres), v in sums.items():
+        i = _WIDE_INDEX.get(tres)
+        if i is None and gtype and tres == "gres/gpu:" + gtype:
+            i = _WIDE_INDEX["typed"]
+        key = (hour, account, user, node, gtype, "" if i is not None else tres)
+        vals = rows.get(key)
+        if vals is None:
+            vals = rows[key] = [0.0] * n
+        vals[n - 1 if i is None else i] += v
+    return [(*k, *v) for k, v in rows.items()]
+
+
+def _tall(gtype: str, tres: str, values: Any) -> Iterator[tuple[str, float]]:
+    """One (summed) row of the hourly table -> (TRES name, TRES-seconds) pairs, zeros left out."""
+    if tres:
+        if values[-1]:
+            yield tres, float(values[-1])
+        return
+    for (name, _), v in zip(WIDE, values, strict=False):
+        if v:
+            yield ("gres/gpu:" + gtype if name == "typed" else name), float(v)
 
 
 def apply_rollup(store: Store, usage_ids: list[int], sums: dict[tuple[int, str, str, str, str, str], float],
@@ -138,7 +173,7 @@ def apply_rollup(store: Store, usage_ids: list[int], sums: dict[tuple[int, str, 
             # than the database's work here (hundreds of thousands of rows per month)
             mark = "%s" if store.engine.dialect.name == "postgresql" else "?"
             conn = s.connection()
-            rows = [(*k, v) for k, v in sums.items()]
+            rows = _wide_rows(sums)
             for i in range(0, len(rows), 10000):
                 conn.exec_driver_sql(_UPSERT.format(m=mark), rows[i:i + 10000])
         if fault_hook is not None:
@@ -164,34 +199,52 @@ def _filters(q: Any, table: Any, accounts: Iterable[str] | None, users: Iterable
     return q
 
 
+def _sums() -> list[Any]:
+    return [func.sum(getattr(UsageHourly, c)) for c in _VALUE_COLS]
+
+
 def rollup_sums(store: Store, segments: list[tuple[int, int]], group_by: list[str],
                 accounts: Iterable[str] | None = None,
                 users: Iterable[str] | None = None) -> list[tuple[int, tuple[str, ...], str, float]]:
     """Rolled-up TRES-seconds per (segment index, group values, tres), for hours in each
     segment [a, b) (segments hour-aligned). One transaction for all segments."""
     gcols = [GROUP_COLUMNS[g] for g in group_by]
-    out: list[tuple[int, tuple[str, ...], str, float]] = []
+    ng = len(gcols)
+    out: dict[tuple[int, tuple[str, ...], str], float] = defaultdict(float)
     with store.tx() as s:
         for idx, (a, b) in enumerate(segments):
-            q = (select(*gcols, UsageHourly.tres, func.sum(UsageHourly.amount))
+            q = (select(*gcols, UsageHourly.gpu_type, UsageHourly.tres, *_sums())
                  .where(UsageHourly.hour >= a, UsageHourly.hour < b)
-                 .group_by(*gcols, UsageHourly.tres))
+                 .group_by(*gcols, UsageHourly.gpu_type, UsageHourly.tres))
             q = _filters(q, UsageHourly, accounts, users)
             for row in s.execute(q):
-                out.append((idx, tuple(row[:-2]), row[-2], float(row[-1])))
-    return out
+                gvals = tuple(row[:ng])
+                for name, v in _tall(row[ng], row[ng + 1], row[ng + 2:]):
+                    out[(idx, gvals, name)] += v
+    return [(i, g, t, v) for (i, g, t), v in out.items()]
 
 
 def hourly_gpu(store: Store, start: int, end: int, accounts: Iterable[str] | None = None,
                users: Iterable[str] | None = None) -> list[tuple[int, str, str, float]]:
     """(hour, account, tres, GPU-seconds) for `gres/gpu` and every `gres/gpu:TYPE`, hours
     in [start, end): feeds borrowed GPU-hours, idle capacity and the daily chart."""
-    q = (select(UsageHourly.hour, UsageHourly.account, UsageHourly.tres, func.sum(UsageHourly.amount))
-         .where(UsageHourly.hour >= start, UsageHourly.hour < end, UsageHourly.tres.like("gres/gpu%"))
-         .group_by(UsageHourly.hour, UsageHourly.account, UsageHourly.tres))
+    q = (select(UsageHourly.hour, UsageHourly.account, UsageHourly.gpu_type, UsageHourly.tres,
+                func.sum(UsageHourly.gpu_s), func.sum(UsageHourly.gpu_type_s), func.sum(UsageHourly.amount))
+         .where(UsageHourly.hour >= start, UsageHourly.hour < end,
+                (UsageHourly.tres == "") | UsageHourly.tres.like("gres/gpu%"))
+         .group_by(UsageHourly.hour, UsageHourly.account, UsageHourly.gpu_type, UsageHourly.tres))
     q = _filters(q, UsageHourly, accounts, users)
+    out: dict[tuple[int, str, str], float] = defaultdict(float)
     with store.tx() as s:
-        return [(int(h), a, t, float(v)) for h, a, t, v in s.execute(q)]
+        for h, a, gtype, tres, gpu, typed, amount in s.execute(q):
+            if tres:
+                out[(int(h), a, tres)] += float(amount or 0.0)
+            else:
+                if gpu:
+                    out[(int(h), a, "gres/gpu")] += float(gpu)
+                if typed:
+                    out[(int(h), a, "gres/gpu:" + gtype)] += float(typed)
+    return [(h, a, t, v) for (h, a, t), v in out.items()]
 
 
 def unrolled_in_period(store: Store, start: int, end: int) -> list[Run]:

@@ -43,9 +43,10 @@ def test_run_across_month_end_is_split_at_midnight(store):
     assert _row(nov, account="a")["gpu_hours"] == 2.5 and nov["totals"]["cost"] == "5.00"
     assert oct_["reconciled"] and nov["reconciled"]
     with store.tx() as s:
-        hours = sorted({r.hour for r in s.scalars(select(UsageHourly).where(UsageHourly.tres == "gres/gpu"))})
-        amounts = [r.amount for r in s.scalars(select(UsageHourly).where(UsageHourly.tres == "gres/gpu")
-                                               .order_by(UsageHourly.hour))]
+        rows = list(s.scalars(select(UsageHourly).order_by(UsageHourly.hour)))
+    hours = [r.hour for r in rows]
+    amounts = [r.gpu_s for r in rows]
+    assert all(r.gpu_type_s == r.gpu_s and r.gpu_type == "h200" for r in rows)
     assert [h - hours[0] for h in hours] == [0, 3600, 7200, 10800, 14400]
     assert amounts == [3600.0, 3600.0, 3600.0, 3600.0, 1800.0]
 

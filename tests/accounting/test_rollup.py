@@ -18,12 +18,22 @@ from batchd.store.tables import UsageHourly
 
 
 def _table(store):
+    """The hourly table as {(hour, account, user, node, gpu_type, tres): TRES-seconds}."""
     with store.tx() as s:
-        return {(r.hour, r.account, r.user, r.node, r.gpu_type, r.tres): r.amount
-                for r in s.scalars(select(UsageHourly))}
+        rows = list(s.scalars(select(UsageHourly)))
+    out = {}
+    for r in rows:
+        for name, v in sql._tall(r.gpu_type, r.tres, [getattr(r, c) for c in sql._VALUE_COLS]):
+            key = (r.hour, r.account, r.user, r.node, r.gpu_type, name)
+            assert key not in out
+            out[key] = v
+    return out
 
 
-def _records(n, t0=ts("2026-10-01")):
+T0 = ts("2026-10-01")
+
+
+def _records(n, t0=T0):
     # runs of 10 min to 5 h, overlapping many hours, 3 accounts
     return [usage(t0 + 997 * i, t0 + 997 * i + 600 + (i * 7919) % 18000, account="abc"[i % 3],
                   user=f"u{i % 5}", tres={"cpu": 1 + i % 8, "mem": 1024, "gres/gpu": i % 3,
