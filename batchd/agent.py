@@ -122,7 +122,7 @@ class Agent:
             workdir=workdir, script=spec.get("script", ""), argv=list(spec.get("argv") or []), env=env,
             stdout=out, stderr=err,
             stdin=_path(jobenv.expand_pattern(inp, view, node), workdir) if inp else None,
-            open_mode="append" if spec.get("open_mode") == "append" or j.restarts else "truncate",
+            open_mode="append" if spec.get("open_mode") == "append" else "truncate",
             time_limit_s=None if j.time_limit_s in (None, -1) else j.time_limit_s,
             kill_wait_s=self.cfg.kill_wait_s,
             signal=(int(sig["signal"]), int(sig.get("time_s", 60))) if sig else None,

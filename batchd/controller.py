@@ -148,6 +148,7 @@ class Controller:
                 else j.time_limit_s, "tasks": int(r.get("tasks") or 1), "nodes": r.get("nodes"),
                 "tasks_per_node": r.get("tasks_per_node"), "per_task": dict(r.get("per_task") or {}),
                 "partition": j.partition, "qos": j.qos, "nice": j.nice, "hold": j.hold,
+                "qos_priority_value": q.priority if q else 0, "billing": j.billing,
                 "eligible_time": j.eligible_time or j.submit_time,
                 "partition_nodes": part_nodes.get(j.partition),
             }
@@ -175,7 +176,11 @@ class Controller:
                 (usage["users"] if "/" in key else usage["accounts"])[key] = value
         return {
             "version": 1, "now": now,
-            "policy": {**self.cfg.scheduler, **self.cfg.priority},
+            "policy": {**self.cfg.scheduler, **self.cfg.priority,
+                       "tres_billing_weights": self.cfg.tres_billing_weights},
+            "cluster": self.cfg.cluster_name,
+            "partitions": [{"name": p.name, "default": p.default, "priority_job_factor": p.priority_job_factor}
+                           for p in self.cfg.partitions],
             "nodes": [{"name": n.name, "cpus": n.cpus, "memory_mb": n.memory_mb,
                        "state": n.state, "gpus": n.gpus,
                        "shards": self.cfg.shard_per_gpu * _whole_gpus(n.gpus)} for n in nodes],

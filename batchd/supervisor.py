@@ -62,6 +62,10 @@ LEFTOVER_WAIT_S = 2.0
 DAEMON_ONLY_ENV = ("INVOCATION_ID", "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES",
                    "JOURNAL_STREAM", "WATCHDOG_USEC", "WATCHDOG_PID")
 _PR_SET_CHILD_SUBREAPER = 36
+#: A job whose output file cannot be opened ends FAILED with ExitCode 0:53, as Slurm
+#: 22.05 records it (its batch step CANCELLED 0:53).
+OUTPUT_OPEN_FAILED = b"couldn't open output file"
+OUTPUT_OPEN_FAILED_SIG = 53
 _RESET_SIGNALS = (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD,
                   signal.SIGUSR1, signal.SIGXFSZ, signal.SIGQUIT)
 
@@ -122,6 +126,7 @@ def _exec_job(req: LaunchRequest, script: str, go_r: int, err_w: int) -> None:
         except OSError as exc:
             fail(f"couldn't chdir to `{req.workdir}': {exc.strerror}: job FAILED")
         env = {k: v for k, v in req.env.items() if k not in DAEMON_ONLY_ENV}
+        env["SLURM_TASK_PID"] = str(os.getpid())  # exec keeps the pid: the batch shell's
         try:
             with open(script, "rb") as fh:
                 shebang = fh.read(2) == b"#!"
@@ -397,6 +402,8 @@ class Supervisor:
         assert self.req is not None
         exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 0
         sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
+        if self.error.startswith(OUTPUT_OPEN_FAILED):
+            exit_code, sig = 0, OUTPUT_OPEN_FAILED_SIG
         if self.requested == "oom":
             final = "OUT_OF_MEMORY"
         elif self.requested in REASON_STATE:
