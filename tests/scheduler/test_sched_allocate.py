@@ -201,3 +201,17 @@ def test_exclusive_takes_whole_empty_node():
     out = run(snapshot(nodes, [account("a", quota=-1)], jobs), passes=["allocate"])
     assert allocation(out, "ex") == {"n1": {"tasks": 1, "gpus": [0, 1, 2, 3], "cpus": 8, "memory_mb": 100}}
     assert list(allocation(out, "other")) == ["n0"]
+
+
+def test_smaller_dominant_share_served_first():
+    """Both accounts are over quota; b holds less of its allocatable share, so b goes first."""
+    jobs = [job("a_r0", "a", running_on={"n0": [0]}), job("a_r1", "a", running_on={"n0": [1]}),
+            job("b_r0", "b", running_on={"n0": [2]}), job("a1", "a"), job("b1", "b")]
+    out = run(snapshot([node("n0", 4)], [account("a", quota=1), account("b", quota=1)], jobs), passes=["allocate"])
+    assert out.started == {"b1"} and out.reasons == {"a1": "Resources"}
+
+
+def test_equal_accounts_older_account_first():
+    jobs = [job("b1", "b"), job("a1", "a")]
+    out = run(snapshot([node("n0", 1)], [account("a", quota=1), account("b", quota=1)], jobs), passes=["allocate"])
+    assert out.started == {"a1"}

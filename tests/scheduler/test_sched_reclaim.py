@@ -143,3 +143,29 @@ def test_saturation_guard_blocks_reclaimer_ending_more_saturated():
                      job("q1_pend", "queue1")])
     out = run(snap, passes=["reclaim"])
     assert out.preempted == set()
+
+
+def test_victims_from_lower_priority_account_first():
+    """Allocation would serve the priority-150 account before the priority-50 one, so victims
+    come from the priority-50 account first (KAI: victim order is allocation order reversed)."""
+    snap = snapshot([node("n0", 2)],
+                    [account("r", quota=2, weight=1), account("a", quota=0, weight=1, priority=50),
+                     account("b", quota=0, weight=1, priority=150)],
+                    [job("a_run", "a", running_on={"n0": [0]}), job("b_run", "b", running_on={"n0": [1]}),
+                     job("r_pend", "r")])
+    out = run(snap, passes=["reclaim"])
+    assert out.started == {"r_pend"}
+    assert out.preempted == {"a_run"}
+
+
+def test_victim_preferred_by_allocation_order_takes_its_place_back():
+    """kai_semantics 7: the scenario is re-allocated in allocation order; the higher-priority
+    victim account is served before the reclaimer, takes its GPUs back, and nothing is
+    evicted (otherwise the two accounts would take the GPU from each other every cycle)."""
+    snap = snapshot([node("n0", 4)],
+                    [account("hi", quota=1, weight=0, priority=200), account("lo", quota=1, weight=1, priority=100)],
+                    [job(f"hi{i}", "hi", running_on={"n0": [i]}) for i in range(3)]
+                    + [job("lo_run", "lo", running_on={"n0": [3]}), job("lo_pend", "lo")])
+    out = run(snap, passes=["reclaim"])
+    assert out.fair_share["lo"] == 2 and out.fair_share["hi"] == 1
+    assert out.preempted == set() and out.started == set()
