@@ -1,12 +1,13 @@
 """A minimal HTTP/1.1-over-Unix-socket client for the batchd daemon.
 
-Deliberately built on `socket` and `json` only (no http.client, no urllib): the
-Slurm-named commands import it on every call and must start in a few milliseconds.
+Deliberately built on `_socket` and `json` only (no http.client, no urllib, not even
+the `socket` wrapper module, which pulls in `enum`): the Slurm-named commands import it
+on every call and must start in a few milliseconds.
 """
 
+import _socket
 import json
 import os
-import socket
 import sys
 
 DEFAULT_SOCKET = "/run/batchd/batchd.sock"
@@ -66,20 +67,24 @@ def request(method, path, body=None, query=None, timeout=60.0):
     head = (f"{method} {path} HTTP/1.1\r\nHost: batchd\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n").encode()
     sp = socket_path()
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     s.settimeout(timeout)
     try:
         try:
             s.connect(sp)
         except OSError as e:
             raise Unreachable(f"cannot reach the batchd daemon at {sp}: {e.strerror or e}") from None
-        s.sendall(head + data)
         chunks = []
-        while True:
-            b = s.recv(262144)
-            if not b:
-                break
-            chunks.append(b)
+        try:
+            s.sendall(head + data)
+            while True:
+                b = s.recv(262144)
+                if not b:
+                    break
+                chunks.append(b)
+        except OSError as e:  # a daemon dying mid-request, or one that does not answer in time
+            why = "did not answer in time" if isinstance(e, TimeoutError) else (e.strerror or str(e))
+            raise Unreachable(f"lost the connection to the batchd daemon at {sp}: {why}") from None
     finally:
         s.close()
     raw = b"".join(chunks)
