@@ -169,3 +169,31 @@ def test_victim_preferred_by_allocation_order_takes_its_place_back():
     out = run(snap, passes=["reclaim"])
     assert out.fair_share["lo"] == 2 and out.fair_share["hi"] == 1
     assert out.preempted == set() and out.started == set()
+
+
+def test_three_team_16_gpu_design_lending_and_reclaim():
+    """examples/accounts-16gpu.toml's design: training borrows all idle cards; notebooks submit
+    4 one-GPU jobs and get them back from training within one cycle; serving is never touched;
+    later cycles change nothing."""
+    from .sched_builders import apply
+    nodes = [node(f"gpu{i}", 4, gpu_type="rtxpro6000") for i in range(4)]
+    accts = [account("serving", quota=6, limit=6, weight=1, parent=None),
+             account("training", quota=6, limit=-1, weight=2, parent=None),
+             account("notebooks", quota=4, limit=8, weight=1, parent=None)]
+    slots = [(f"gpu{i}", g) for i in range(4) for g in range(4)]
+    jobs = [job(f"srv{k}", "serving", prio=125, preemptible=False, running_on={slots[k][0]: [slots[k][1]]})
+            for k in range(6)]
+    jobs += [job(f"trn{k}", "training", prio=50, running_on={slots[6 + k][0]: [slots[6 + k][1]]}) for k in range(10)]
+    jobs += [job(f"nb{k}", "notebooks", prio=75) for k in range(4)]
+    snap = snapshot(nodes, accts, jobs)
+    first = run(snap).decisions
+    victims = {p["job"] for p in first["preempt"]}
+    assert len(victims) == 4 and all(v.startswith("trn") for v in victims)
+    assert {s["job"] for s in first["start"]} == {f"nb{k}" for k in range(4)}
+    assert all(s["after"] for s in first["start"])
+    apply(snap, first)
+    for _ in range(3):
+        d = run(snap).decisions
+        assert d["preempt"] == [] and d["start"] == []
+        apply(snap, d)
+    assert {j["id"] for j in snap["jobs"] if j["state"] == "PENDING"} == victims
