@@ -13,6 +13,7 @@ Goals: N=10,000 under 200 ms; N=100,000 under 2 s. Each size is timed twice: the
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import statistics
 import sys
@@ -92,18 +93,27 @@ def main() -> None:
     args = ap.parse_args()
     goals = {10_000: 0.2, 100_000: 2.0}
     hook = decide_mod._priorities
+    alone: dict[int, float] = {}
     for n in (int(x) for x in args.sizes.split(",")):
         snap = build(n)
         rep = args.repeat if n <= 20_000 else max(1, args.repeat // 2 + 1)
         for label, fn in (("scheduler only", _no_hook), ("with batchd.priority hook", hook)):
             decide_mod._priorities = fn
             med, load, dec = median_time(snap, rep)
+            if fn is _no_hook:
+                alone[n] = med
             goal = goals.get(n)
             verdict = "" if goal is None else f" (goal < {goal * 1000:.0f} ms: {'met' if med < goal else 'MISSED'})"
             print(f"decide() [{label}]: {n} pending, 500 running, 4x8 GPUs, 10 accounts: median {med * 1000:.1f} ms "
                   f"over {rep} runs{verdict}; load_snapshot() {load * 1000:.1f} ms; started {len(dec['start'])}, "
                   f"preempted {len(dec['preempt'])}, planned starts {len(dec['planned_start'])}")
         decide_mod._priorities = hook
+    sizes = sorted(alone)
+    if len(sizes) >= 2:
+        a, b = sizes[0], sizes[-1]
+        nlogn = (b * math.log(b)) / (a * math.log(a))
+        print(f"scaling {a} -> {b} pending (scheduler only): x{alone[b] / alone[a]:.1f} "
+              f"(n log n would be x{nlogn:.1f})")
 
 
 def _no_hook(raw: dict, policy: dict) -> dict:
