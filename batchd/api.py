@@ -20,6 +20,7 @@ from sqlalchemy.exc import DBAPIError
 
 from batchd import accounts, steps
 from batchd.errors import BatchdError, InvalidRequest, NotFound
+from batchd.explain import explain
 from batchd.service import Caller, Service
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ ROUTES: dict[tuple[str, str], Handler] = {
     ("POST", "/v1/steps"): lambda s, c, q, b: steps.create(s, c, b or {}),
     ("GET", "/v1/steps"): lambda s, c, q, b: steps.status(s, q),
     ("POST", "/v1/steps/cancel"): lambda s, c, q, b: steps.cancel(s, c, b or {}),
+    ("GET", "/v1/why"): lambda s, c, q, b: explain(s, q.get("job", "")),
     ("GET", "/v1/controller"): lambda s, c, q, b: s.controller_status(),
     ("POST", "/v1/nodes/state"): lambda s, c, q, b: s.set_node_state(c, b or {}),
     ("GET", "/v1/accounts"): lambda s, c, q, b: accounts.to_doc(s.store.list_accounts(),

@@ -86,6 +86,7 @@ class Daemon:
         self.controller = Controller(cfg, self.store)
         self.service = Service(cfg, self.store, wake=self.wake, snapshot=self.controller.snapshot)
         self.service.controller_status = self.controller_status  # type: ignore[method-assign]
+        self.service.last_decisions = lambda: self.controller.last_decisions  # type: ignore[attr-defined]
         self.agent = Agent(cfg, self.store, self.node_names, on_change=self.wake_event.set)
         self.api: ApiServer | None = None
         self._scheduler: Any = None

@@ -1,0 +1,68 @@
+"""`batchd why JOBID`: what a job waits for and which factor dominates its priority,
+in a few plain lines, from the live snapshot and the controller's last decisions."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from batchd.errors import NotFound
+
+REASONS = {
+    "Priority": "higher-priority jobs are waiting for the same resources and go first",
+    "Resources": "not enough free GPUs/CPUs/memory on the nodes it may use right now",
+    "Dependency": "it waits for the jobs named in --dependency",
+    "DependencyNeverSatisfied": "its dependency can never be satisfied (cancel it or fix the dependency)",
+    "BeginTime": "its --begin time (or the hold-off after a requeue) has not come yet",
+    "JobHeldUser": "you held it: release it with scontrol release",
+    "JobHeldAdmin": "an administrator held it",
+    "AssocGrpGRES": "its account is at its GPU limit",
+    "AssocGrpCpuLimit": "its account is at its CPU limit",
+    "AssocGrpMemLimit": "its account is at its memory limit",
+    "QOSMaxGRESPerUser": "you hold as many GPUs as your QOS allows",
+    "JobArrayTaskLimit": "its array's %N throttle is reached",
+    "PartitionTimeLimit": "its time limit is above the partition's maximum",
+    "ReqNodeNotAvail": "the nodes it needs are down or drained",
+    "BadConstraints": "no node can ever satisfy the request as asked",
+    "None": "the next scheduling cycle will consider it",
+}
+
+
+def explain(service: Any, job_ref: str) -> dict[str, Any]:
+    from batchd.priority import dominant_factor, priority_rows
+
+    jobs = service.list_jobs({"ids": job_ref, "all": "1"})["jobs"]
+    if not jobs:
+        raise NotFound(f"Invalid job id specified: {job_ref}")
+    j = jobs[0]
+    lines = [f"Job {j['display_id']} ({j['name']}, user {j['user']}, account {j['account']}) is {j['state']}"
+             + (f": {j['reason']}" if j["state"] == "PENDING" else "")]
+    if j["state"] == "PENDING":
+        lines.append(f"  why: {REASONS.get(j['reason'], j['reason'])}")
+    snap = service.snapshot()
+    rows = {r.job_id: r for r in priority_rows(snap, include_running=True)}
+    f = rows.get(str(j["id"]))
+    if f is not None:
+        name, val = dominant_factor(f)
+        parts = ", ".join(f"{k} {v:.0f}" for k, v in sorted(f.weighted.items(), key=lambda kv: -kv[1]) if v)
+        if f.tres:
+            parts += f", tres {sum(f.tres.values()):.0f}"
+        lines.append(f"  priority {f.priority}: {parts or 'every factor is 0 (order is by submit time)'}"
+                     + (f"; {name} dominates" if name != "none" else ""))
+        if f.nice:
+            lines.append(f"  nice {f.nice} is subtracted")
+    dec = service.last_decisions() if hasattr(service, "last_decisions") else {}
+    planned = (dec.get("planned_start") or {}).get(str(j["id"]))
+    if planned:
+        lines.append("  planned start (backfill reservation): "
+                     + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(planned)))
+    share = (dec.get("fair_share") or {}).get(j["account"])
+    if share:
+        used = sum(len(g) for x in service.list_jobs({"accounts": j["account"], "states": "RUNNING"})["jobs"]
+                   for g in x["gres"].values())
+        fs = share.get("gres/gpu")
+        if fs is not None:
+            side = "above" if used > fs else "within"
+            lines.append(f"  account {j['account']}: fair share {fs:g} GPUs, using {used} ({side} its share"
+                         + ("; its borrowed jobs may be reclaimed)" if used > fs else ")"))
+    return {"job": j["id"], "lines": lines}
