@@ -92,6 +92,7 @@ class Controller:
         self.weights = parse_billing_weights(cfg.tres_billing_weights)
         self.last_decisions: dict[str, Any] = {}
         self._stored_reason: dict[int, str] = {}
+        self._stored_priority: dict[int, int] = {}
 
     # ------------------------------------------------------------------ snapshot
     def _eligibility(self, j: Job, by_id: dict[int, Job], all_jobs: list[Job], now: float) -> str | None:
@@ -132,6 +133,7 @@ class Controller:
                                     since=now - 86400)
         by_id = {j.id: j for j in jobs}
         self._stored_reason = {j.id: j.reason for j in jobs if j.state == "PENDING"}
+        self._stored_priority = {j.id: j.priority for j in jobs if j.state in ("PENDING", "RUNNING")}
         qos = {q.name: q for q in self.cfg.qos}
         nodes = self.store.list_nodes()
         part_nodes = {p.name: p.nodes for p in self.cfg.partitions}
@@ -254,8 +256,25 @@ class Controller:
         snap = self.snapshot(now)
         decisions = decide(load_snapshot(snap)).to_dict()
         self.apply(snap, decisions, now)
+        self._store_priorities(snap)
         self.last_decisions = decisions
         return decisions
+
+    def _store_priorities(self, snap: dict[str, Any]) -> None:
+        """Keep each active job's multifactor priority on the job (squeue %Q, scontrol
+        Priority=), writing only those that changed."""
+        from batchd.priority import job_priorities
+
+        try:
+            prios = job_priorities(snap)
+        except ValueError as e:  # an inconsistent tree must not stop scheduling
+            log.warning("priorities not computed error=%s", e)
+            return
+        changes: list[tuple[int, tuple[str, ...] | None, dict[str, Any]]] = [
+            (int(k), ("PENDING", "RUNNING"), {"priority": int(v)}) for k, v in prios.items()
+            if str(k).isdigit() and self._stored_priority.get(int(k)) != int(v)]
+        if changes:
+            self.store.update_jobs(changes)
 
     def apply(self, snap: dict[str, Any], dec: dict[str, Any], now: float) -> None:
         inv = {n["name"]: n["gpus"] for n in snap["nodes"]}
