@@ -55,7 +55,7 @@ def _csv_opt(values: tuple[str, ...]) -> str:
               help="Spread idle GPU capacity (and its cost) over accounts by quota instead of "
                    "showing it unallocated.")
 @click.option("--zero-gpu", "zero_gpu", default=None, metavar="HOURS", type=float,
-              help="Flag runs that held GPUs at 0%% for at least this many hours (default: daemon config).")
+              help="Flag runs that held GPUs at 0% for at least this many hours (default: daemon config).")
 @click.option("--csv", "fmt", flag_value="csv", help="CSV, one line per row and a TOTAL line.")
 @click.option("--json", "fmt", flag_value="json", help="The stable JSON object (DESIGN.md section 7).")
 @click.option("--html", "fmt", flag_value="html", help="One self-contained HTML page with charts.")

@@ -111,7 +111,8 @@ def _merge(old: dict[str, Any] | None, s: dict[str, Any]) -> dict[str, Any]:
         new["gpu_util_sum"] += float(util)
         new["gpu_util_max"] = max(old["gpu_util_max"], float(util))
         new["gpu_mem_max_mb"] = max(old["gpu_mem_max_mb"], float(s.get("gpu_mem_mb") or 0.0))
-        # a stretch at 0 % grows by the time since the previous sample
+        # a sample's utilisation covers the interval before it (NVML reports an average
+        # over its last period), so a stretch at 0 % grows by the time since the previous sample
         new["gpu_zero_s"] = old["gpu_zero_s"] + max(0.0, t - old["last_time"]) if util <= 0.0 else 0.0
         new["gpu_zero_max_s"] = max(old["gpu_zero_max_s"], new["gpu_zero_s"])
     return new

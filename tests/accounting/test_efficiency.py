@@ -1,0 +1,68 @@
+"""Efficiency sampling: CPU over a job's process tree (psutil), GPU figures from an NVML
+sampler, running averages and peaks, and the 0 % GPU stretch that the report flags."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from batchd.accounting.efficiency import forget, record_sample, sample_job, summary
+from batchd.store import accounting as sql
+
+BUSY = "import os, time\nif os.fork() == 0:\n    while True: pass\ntime.sleep(60)\n"
+
+
+class FakeGpuSampler:
+    """Stands in for batchd.gpusample.GpuSampler: fixed figures per device."""
+
+    def __init__(self, util):
+        self.util = util
+        self.calls = []
+
+    def sample(self, devices, pids=None):
+        self.calls.append((list(devices), pids))
+        return {"devices": {d: {"util_pct": self.util, "mem_used_mib": 1000.0, "job_mem_mib": 900.0}
+                            for d in devices}}
+
+
+def test_sample_job_counts_the_process_tree():
+    p = subprocess.Popen([sys.executable, "-c", BUSY])
+    try:
+        time.sleep(0.3)  # the child has forked its busy loop
+        first = sample_job([p.pid])
+        time.sleep(1.0)
+        gpu = FakeGpuSampler(55.0)
+        s = sample_job([p.pid], devices=["GPU-a", "GPU-b"], gpu_sampler=gpu)
+    finally:
+        p.kill()
+        p.wait()
+    assert first["cpu_pct"] == 0.0 and s["nprocs"] == 2  # the parent and its forked child
+    assert s["cpu_pct"] > 10.0  # a busy loop (the 2 CI cores are shared; an idle tree reads ~0)
+    assert s["rss_mb"] > 1.0
+    assert s["gpu_util_pct"] == 55.0 and s["gpu_mem_mb"] == 1800.0
+    assert gpu.calls[0][1] >= {p.pid}
+    forget([p.pid])
+
+
+def test_sample_without_nvml_has_no_gpu_figures():
+    s = sample_job([999999999])  # no such process
+    assert (s["nprocs"], s["gpu_util_pct"], s["gpu_mem_mb"]) == (0, None, None)
+
+
+def test_record_sample_keeps_averages_peaks_and_zero_stretch(store):
+    t0 = 1_790_000_000.0
+    utils = [50.0, 0.0, 0.0, 0.0, 80.0, 0.0, 0.0]
+    for i, u in enumerate(utils):
+        agg = record_sample(store, 7, 1, {"time": t0 + 60 * i, "cpu_pct": 100.0 + i, "rss_mb": 10.0 * i,
+                                          "gpu_util_pct": u, "gpu_mem_mb": 100.0 + i})
+    assert agg["samples"] == 7 and agg["gpu_samples"] == 7
+    # a sample's utilisation covers the interval before it (NVML averages over its last
+    # period): samples 1..3 at 0 % cover 3 x 60 s; the open stretch at the end, 2 x 60 s
+    assert agg["gpu_zero_max_s"] == 180.0
+    assert agg["gpu_zero_s"] == 120.0
+    assert agg["cpu_pct_max"] == 106.0 and agg["rss_mb_max"] == 60.0 and agg["gpu_mem_max_mb"] == 106.0
+    sm = summary(sql.get_efficiency(store, 7))
+    assert sm["gpu_util_pct"] == round(130.0 / 7, 2) and sm["cpu_pct"] == 103.0
+    assert sql.get_efficiency(store, 7, run=0) is None
+    assert summary(None)["gpu_util_pct"] is None
