@@ -8,6 +8,7 @@ Layout (every key optional unless marked):
     cluster_name = "batchd"
     state_dir = "/var/lib/batchd"          # spool and the SQLite database
     database_url = ""                       # default sqlite:///<state_dir>/batchd.db
+    database_password_file = "/etc/batchd/db.password"   # optional: the URL's password, 0600
     socket = "/run/batchd/batchd.sock"
     admin_group = "batchd-admin"
     gpu_env = "index"                       # CUDA_VISIBLE_DEVICES as "index" or "uuid"
@@ -89,6 +90,7 @@ class Config:
     tres_billing_weights: str = "CPU=1.0,Mem=0.25G,GRES/gpu=1.0"
     gpu_aliases: dict[str, str] = field(default_factory=dict)
     accounts_file: str | None = None
+    database_password_file: str | None = None
     dev: bool = False
 
     @property
@@ -105,7 +107,19 @@ class Config:
         return int(self.scheduler.get("kill_wait_s", 30))
 
     def db_url(self) -> str:
-        return self.database_url or f"sqlite:///{os.path.join(self.state_dir, 'batchd.db')}"
+        """The database URL; with `database_password_file`, the password is read from
+        that file (keep it 0600, root's) and put into the URL, never into the config."""
+        url = self.database_url or f"sqlite:///{os.path.join(self.state_dir, 'batchd.db')}"
+        if self.database_password_file and "://" in url:
+            from urllib.parse import quote
+
+            with open(self.database_password_file) as f:
+                pw = f.read().strip()
+            scheme, _, rest = url.partition("://")
+            creds, at, host = rest.rpartition("@")
+            user = creds.split(":", 1)[0] if at else ""
+            url = f"{scheme}://{user}:{quote(pw, safe='')}@{host}" if at else url
+        return url
 
     def spool_dir(self) -> str:
         return os.path.join(self.state_dir, "spool")
@@ -173,7 +187,7 @@ def _gpus(path: str, key: str, v: Any) -> list[dict[str, Any]] | str:
 
 def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
     known = {"cluster_name", "state_dir", "database_url", "socket", "admin_group", "gpu_env",
-             "shard_per_gpu", "accounts", "scheduler", "priority", "accounting", "gpu_aliases", "partition",
+             "shard_per_gpu", "accounts", "database_password_file", "scheduler", "priority", "accounting", "gpu_aliases", "partition",
              "node", "qos"}
     for k in data:
         if k not in known:
@@ -190,6 +204,11 @@ def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
         if data["gpu_env"] not in ("index", "uuid"):
             raise _fail(path, "gpu_env", f'must be "index" or "uuid", got {data["gpu_env"]!r}')
         cfg.gpu_env = data["gpu_env"]
+    if "database_password_file" in data:
+        pf = _str(path, "database_password_file", data["database_password_file"])
+        if not os.path.isfile(pf):
+            raise _fail(path, "database_password_file", f"no such file {pf}")
+        cfg.database_password_file = pf
     if "accounts" in data:
         af = _str(path, "accounts", data["accounts"])
         cfg.accounts_file = af if os.path.isabs(af) else os.path.join(os.path.dirname(os.path.abspath(path)), af)

@@ -1,0 +1,48 @@
+"""The config file: defaults, the examples, and one clear message per mistake."""
+
+import os
+
+import pytest
+
+from batchd.config import load_config, parse_config
+from batchd.errors import ConfigError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+NODE = {"node": [{"name": "n1", "cpus": 4, "memory_mb": 1000}]}
+
+
+@pytest.mark.parametrize("name", ["cluster-16gpu.toml", "slurm-reference.toml"])
+def test_examples_load(name):
+    cfg = load_config(os.path.join(ROOT, "examples", name))
+    assert cfg.nodes and cfg.partitions and cfg.default_partition()
+
+
+def test_defaults():
+    cfg = parse_config(dict(NODE))
+    assert cfg.db_url().startswith("sqlite:///") and cfg.partitions[0].nodes == ["n1"]
+    assert [q.name for q in cfg.qos] == ["normal"] and cfg.interval_s == 5
+
+
+@pytest.mark.parametrize("data, where", [
+    ({}, "node"),
+    ({"node": [{"name": "n1", "cpus": "x", "memory_mb": 1}]}, "node[0].cpus"),
+    ({"node": [{"name": "n1", "cpus": 1, "memory_mb": 1, "gpus": [{"count": 2}]}]}, "node[0].gpus[0].type"),
+    ({**NODE, "bogus": 1}, "bogus"),
+    ({**NODE, "partition": [{"name": "p", "nodes": ["zz"]}]}, "partition[0].nodes"),
+    ({**NODE, "partition": [{"name": "p", "max_time": "1-xx"}]}, "partition[0].max_time"),
+    ({**NODE, "scheduler": {"interval_s": 0}}, "scheduler.interval_s"),
+    ({**NODE, "accounting": {"tres_billing_weights": "CPU=abc"}}, "accounting.tres_billing_weights"),
+    ({**NODE, "gpu_env": "names"}, "gpu_env"),
+])
+def test_errors_name_the_key(data, where):
+    with pytest.raises(ConfigError) as e:
+        parse_config(data)
+    assert f": {where}:" in e.value.message, e.value.message
+
+
+def test_password_file_goes_into_the_url(tmp_path):
+    pw = tmp_path / "pw"
+    pw.write_text("s3cr@t\n")
+    cfg = parse_config({**NODE, "database_url": "postgresql://batchd@db:5432/batchd",
+                        "database_password_file": str(pw)})
+    assert cfg.db_url() == "postgresql://batchd:s3cr%40t@db:5432/batchd"
