@@ -215,3 +215,58 @@ def test_equal_accounts_older_account_first():
     jobs = [job("b1", "b"), job("a1", "a")]
     out = run(snapshot([node("n0", 1)], [account("a", quota=1), account("b", quota=1)], jobs), passes=["allocate"])
     assert out.started == {"a1"}
+
+
+# Restated from KAI's allocate tests (queues under a `default` department, weight 0).
+KAI_ALLOCATE = [
+    dict(id="build_job_within_quota_first",
+         gpus=4, accounts=[account("queue1", quota=2)],
+         jobs=[job("running_job0", "queue1", gpus=2, running_on={"node0": [0, 1]}),
+               job("pending_job0", "queue1", gpus=4), job("pending_job1", "queue1", gpus=2),
+               job("pending_job2", "queue1", gpus=2, prio=100)],
+         want_started={"pending_job2"}),
+    dict(id="build_job_beyond_quota_train_job_instead",
+         gpus=4, accounts=[account("queue1", quota=1)],
+         jobs=[job("running_job0", "queue1", gpus=2, running_on={"node0": [0, 1]}),
+               job("pending_job0", "queue1", gpus=4), job("pending_job1", "queue1", gpus=2),
+               job("pending_job2", "queue1", gpus=2, prio=100)],
+         want_started={"pending_job1"}),
+    dict(id="cpu_only_best_effort_jobs_allocated",
+         gpus=2, accounts=[account("queue1", quota=2)],
+         jobs=[job("running_job0", "queue1", gpus=2, prio=100, running_on={"node0": [0, 1]}),
+               job("pending_job0", "queue1", gpus=0), job("pending_job1", "queue1", gpus=0)],
+         want_started={"pending_job0", "pending_job1"}),
+    dict(id="queue_staying_within_quota_first",
+         gpus=4, accounts=[account("queue0", quota=2), account("queue1", quota=2)],
+         jobs=[job("running_job0", "queue0", running_on={"node0": [0]}),
+               job("running_job1", "queue1", running_on={"node0": [1]}),
+               job("pending_job0", "queue0", gpus=2), job("pending_job1", "queue1")],
+         want_started={"pending_job1"}),
+    dict(id="equal_share_with_job_smaller_share_without_first",
+         gpus=4, accounts=[account("queue0", quota=3), account("queue1", quota=2)],
+         jobs=[job("running_job0", "queue0", gpus=2, running_on={"node0": [0, 1]}),
+               job("pending_job0", "queue0"), job("pending_job1", "queue1", gpus=2)],
+         want_started={"pending_job1"}),
+    dict(id="same_shares_smaller_allocatable_first",
+         gpus=5, accounts=[account("queue0", quota=4), account("queue1", quota=2)],
+         jobs=[job("running_job0", "queue0", gpus=2, running_on={"node0": [0, 1]}),
+               job("running_job1", "queue1", running_on={"node0": [2]}),
+               job("pending_job0", "queue0", gpus=2), job("pending_job1", "queue1")],
+         want_started={"pending_job1"}),
+    dict(id="exactly_same_share_older_queue_first",
+         gpus=5, accounts=[account("queue0", quota=2), account("queue1", quota=2)],
+         jobs=[job("running_job0", "queue0", gpus=2, running_on={"node0": [0, 1]}),
+               job("running_job1", "queue1", gpus=2, running_on={"node0": [2, 3]}),
+               job("pending_job0", "queue0"), job("pending_job1", "queue1")],
+         want_started={"pending_job0"}),
+    dict(id="queue_with_quota_before_queue_without",
+         gpus=1, accounts=[account("queue0", quota=0), account("queue1", quota=1)],
+         jobs=[job("pending_job0", "queue0"), job("pending_job1", "queue1")],
+         want_started={"pending_job1"}),
+]
+
+
+@pytest.mark.parametrize("case", KAI_ALLOCATE, ids=[c["id"] for c in KAI_ALLOCATE])
+def test_kai_allocate_order(case):
+    out = run(snapshot([node("node0", case["gpus"])], case["accounts"], case["jobs"]), passes=["allocate"])
+    assert out.started == case["want_started"]
