@@ -58,6 +58,21 @@ CASES = [
               job("q1_job1", "queue1", tasks=3)],
         want_started={"q1_job1"}, want_preempted={"q0_job0"}),
     dict(
+        id="multi_queue_multi_node_gang_reclaimer_zero_share_queue_first",
+        nodes=[node("node0", 2), node("node1", 2)],
+        accounts=[account("queue0", quota=0), account("queue1", quota=1), account("queue2", quota=3)],
+        jobs=[job("job0", "queue0", running_on={"node0": [0]}), job("job1", "queue1", running_on={"node0": [1]}),
+              job("job2", "queue0", running_on={"node1": [0]}), job("job3", "queue1", running_on={"node1": [1]}),
+              job("pending_job", "queue2", tasks=3)],
+        want_started={"pending_job"}, want_preempted={"job0", "job2", "job3"}),
+    dict(
+        id="one_victim_of_two_gpus_serves_one_reclaimer_only",
+        nodes=[node("node0", 2)],
+        accounts=[account("queue0", quota=1, weight=1), account("queue1", quota=1, weight=1)],
+        jobs=[job("running_job0", "queue0", gpus=2, running_on={"node0": [0, 1]}),
+              job("pending_job0", "queue1"), job("pending_job1", "queue1")],
+        want_started={"pending_job0"}, want_preempted={"running_job0"}),
+    dict(
         id="never_below_quota_when_victim_at_quota",
         nodes=[node("node0", 2)],
         accounts=[account("queue0", quota=1, weight=1), account("queue1", quota=1, weight=1)],
