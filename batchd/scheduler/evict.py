@@ -340,10 +340,10 @@ def _running_victims(s: Session) -> list[JobRT]:
 def reclaim_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], idle_ok: bool) -> None:
     failures = Failures()
     solver = Solver(s, "reclaim", idle_ok)
-    cands = [j for j in jobs if not j.started and j.R.get(GPU)]
+    cands = [x for x in jobs if not x.started and x.R.get(GPU)]
     min_gpu: dict[Queue, float] = {}
-    for j in cands:
-        min_gpu[j.queue] = min(min_gpu.get(j.queue, float("inf")), j.R[GPU])
+    for x in cands:
+        min_gpu[x.queue] = min(min_gpu.get(x.queue, float("inf")), x.R[GPU])
 
     def queue_ok(q: Queue) -> bool:
         # necessary for can_reclaim: room under the fair share for the smallest GPU request

@@ -96,6 +96,12 @@ def _str(d: dict, key: str, path: str, default: str | None = None, *, required: 
     return v
 
 
+def _rstr(d: dict, key: str, path: str) -> str:
+    v = _str(d, key, path, required=True)
+    assert v is not None
+    return v
+
+
 def mig_profile_slices(profile: str) -> int:
     """Compute slices of a MIG profile name (`1g.24gb` -> 1, `1c.3g.40gb` -> 3); 1 when unknown."""
     m = _PROFILE_SLICES.search(profile)
@@ -229,7 +235,7 @@ def _parse_gpus(gpus: Any, path: str) -> list[Slot]:
         p = f"{path}[{i}]"
         if not isinstance(g, dict):
             raise _err(p, "must be an object", g)
-        gtype = _str(g, "type", p, required=True)
+        gtype = _rstr(g, "type", p)
         if "count" in g and "index" not in g:
             count = _int(g, "count", p, 0)
             for _ in range(count or 0):
@@ -255,8 +261,8 @@ def _parse_gpus(gpus: Any, path: str) -> list[Slot]:
             mp = f"{p}.mig[{k}]"
             if not isinstance(m, dict):
                 raise _err(mp, "must be an object", m)
-            prof = _str(m, "profile", mp, required=True)
-            uuid = _str(m, "uuid", mp, required=True)
+            prof = _rstr(m, "profile", mp)
+            uuid = _rstr(m, "uuid", mp)
             share = min(1.0, mig_profile_slices(prof) / total)
             slots.append(Slot(f"{idx}:{uuid}", prof, share, False, len(slots)))
     return slots

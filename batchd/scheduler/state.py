@@ -152,11 +152,11 @@ class Session:
                 (self.pending if spec.eligible else self.ineligible).append(j)
         self._add_demand(self.pending)
         self.pending.sort(key=attrgetter("sort_key"))  # job order; pickers keep it
-        k = float(policy.get("fairshare_k_value", 1.0))
+        k_value = float(policy.get("fairshare_k_value", 1.0))
         usage = snap.usage.get("accounts") if isinstance(snap.usage, dict) else None
         if isinstance(usage, dict) and usage:
             normalise_usage(list(self.queues.values()), usage)
-        compute_fair_shares(self.top, self.totals, self.res, max(0.0, k))
+        compute_fair_shares(self.top, self.totals, self.res, max(0.0, k_value))
         self.lending_keys = [r for r in res if any(q.lending.get(r) is not None for q in self.queues.values())]
 
     # -- construction ----------------------------------------------------------------------
