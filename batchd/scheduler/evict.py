@@ -334,7 +334,10 @@ class Solver:
 
 
 def _running_victims(s: Session) -> list[JobRT]:
-    return [v for v in s.running if v.preemptible and not v.evicted and not v.started and v.takes]
+    """Possible victims: preemptible RUNNING jobs (not COMPLETING/SUSPENDED ones, not jobs
+    started in this cycle)."""
+    return [v for v in s.running if v.preemptible and not v.evicted and not v.started and v.takes
+            and v.spec.state == "RUNNING"]
 
 
 def reclaim_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], idle_ok: bool) -> None:
