@@ -270,3 +270,12 @@ KAI_ALLOCATE = [
 def test_kai_allocate_order(case):
     out = run(snapshot([node("node0", case["gpus"])], case["accounts"], case["jobs"]), passes=["allocate"])
     assert out.started == case["want_started"]
+
+
+def test_gres_shard_is_counted_per_node():
+    n0 = dict(node("n0", 1), shards=4)
+    jobs = [job("s1", "a", per_task={"gres/shard": 3}), job("s2", "a", per_task={"gres/shard": 2}),
+            job("s3", "a", per_task={"gres/shard": 1})]
+    out = run(snapshot([n0], [account("a", quota=-1)], jobs), passes=["allocate"])
+    assert out.started == {"s1", "s3"} and out.reasons == {"s2": "Resources"}
+    assert allocation(out, "s1")["n0"]["shards"] == 3

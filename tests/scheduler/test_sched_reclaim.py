@@ -212,3 +212,15 @@ def test_three_team_16_gpu_design_lending_and_reclaim():
         assert d["preempt"] == [] and d["start"] == []
         apply(snap, d)
     assert {j["id"] for j in snap["jobs"] if j["state"] == "PENDING"} == victims
+
+
+def test_reclaim_never_breaks_the_reclaimers_limit():
+    """The parent of the reclaimer caps it at 1 GPU: no reclaim for a second one."""
+    snap = snapshot([node("n0", 2)],
+                    [account("other", quota=0, weight=1, parent=None),
+                     account("dept", quota=2, limit=1, weight=1, parent=None),
+                     account("team", quota=2, weight=1, parent="dept")],
+                    [job("o0", "other", running_on={"n0": [0]}), job("t0", "team", running_on={"n0": [1]}),
+                     job("t1", "team")])
+    out = run(snap, passes=["reclaim"])
+    assert out.preempted == set() and out.started == set()
