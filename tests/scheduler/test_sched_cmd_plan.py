@@ -70,3 +70,12 @@ def test_dump_daemon_unreachable(monkeypatch):
     monkeypatch.setattr(client, "request", fake)
     r = CliRunner().invoke(command, ["--dump"])
     assert r.exit_code == 1 and "cannot reach the batchd daemon" in r.output
+
+
+def test_table_golden():
+    """The readable table for KAI case 19 (reclaim to equal share), against a golden file."""
+    from pathlib import Path
+    golden = Path(__file__).parent / "golden"
+    r = CliRunner().invoke(command, [str(golden / "plan_reclaim_snapshot.json")])
+    assert r.exit_code == 0, r.output
+    assert r.output == (golden / "plan_reclaim_table.txt").read_text()
