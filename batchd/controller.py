@@ -23,8 +23,29 @@ from batchd.tres import billing, format_tres, parse_billing_weights
 log = logging.getLogger(__name__)
 
 CYCLE_KEY = "#cycle"  # usage_state row whose `updated` is the end of the last usage cycle
-INELIGIBLE = ("JobHeldUser", "JobHeldAdmin", "BeginTime", "Dependency", "DependencyNeverSatisfied",
-              "JobArrayTaskLimit")
+#: The reason of a job held by `scontrol requeuehold`, as Slurm words it.
+REQUEUE_HELD = "job requeued in held state"
+HELD_REASONS = ("JobHeldUser", "JobHeldAdmin", REQUEUE_HELD)
+INELIGIBLE = ("JobHeldUser", "JobHeldAdmin", REQUEUE_HELD, "BeginTime", "Dependency",
+              "DependencyNeverSatisfied", "JobArrayTaskLimit")
+
+
+def dependency_status(dep: dict[str, Any], j: Job, jobs: list[Job], by_id: dict[int, Job] | None = None,
+                      now: float | None = None) -> tuple[str, str]:
+    """(verdict, `Dependency=` text) of job `j`'s parsed dependency `dep` against `jobs`
+    (the jobs it may name, plus the others of its name and user for `singleton`), as
+    `batchd.dependency.status` computes them; a job missing from `jobs` counts as purged."""
+    index = by_id if by_id is not None else {o.id: o for o in jobs}
+
+    def lookup_state(job_id: int, task_id: int | None) -> Any:
+        return _lookup(index, jobs, job_id, task_id, "state")
+
+    def lookup_start(job_id: int, task_id: int | None) -> Any:
+        return _lookup(index, jobs, job_id, task_id, "start_time")
+
+    same = [(o.id, o.state) for o in jobs if o.name == j.name and o.user == j.user and o.id != j.id]
+    return deps.status(dep, lookup_state, job_id=j.id, task_id=j.array_task_id, singleton_jobs=same,
+                       lookup_start=lookup_start, now=now)
 
 
 def device_types(gpus: list[dict[str, Any]]) -> dict[int, str]:
@@ -92,35 +113,44 @@ class Controller:
         self.weights = parse_billing_weights(cfg.tres_billing_weights)
         self.last_decisions: dict[str, Any] = {}
         self._stored_reason: dict[int, str] = {}
+        self._dep_text: dict[int, str | None] = {}  # job id -> new Dependency= text, this cycle
+        self._eligible: dict[int, float] = {}  # job id -> new EligibleTime, this cycle
         self._stored_priority: dict[int, int] = {}
+        self._stored_estimate: dict[int, float | None] = {}
 
     # ------------------------------------------------------------------ snapshot
     def _eligibility(self, j: Job, by_id: dict[int, Job], all_jobs: list[Job], now: float) -> str | None:
-        """The reason a pending job may not be considered at all, or None."""
+        """The reason a pending job may not be considered at all, or None. Records, as a
+        side effect, the job's new `Dependency=` text (`self._dep_text`) when it changed
+        and, when the job is eligible, its EligibleTime (`self._eligible`)."""
+        dep = j.request.get("dependency")
+        verdict = "satisfied"
+        if dep:
+            verdict, text = dependency_status(dep, j, all_jobs, by_id, now)
+            shown = None if verdict == "satisfied" else text
+            if shown != j.dependency:
+                self._dep_text[j.id] = shown
         if j.hold:
-            return j.reason if j.reason in ("JobHeldUser", "JobHeldAdmin") else "JobHeldUser"
+            if j.reason in HELD_REASONS:
+                return j.reason
+            return REQUEUE_HELD if j.request.get("requeue_hold") else "JobHeldUser"
         if j.begin_time and j.begin_time > now:
             return "BeginTime"
-        dep = j.request.get("dependency")
-        if dep:
-            def lookup_state(job_id: int, task_id: int | None) -> Any:
-                return _lookup(by_id, all_jobs, job_id, task_id, "state")
-
-            def lookup_start(job_id: int, task_id: int | None) -> Any:
-                return _lookup(by_id, all_jobs, job_id, task_id, "start_time")
-
-            same = [(o.id, o.state) for o in all_jobs if o.name == j.name and o.user == j.user]
-            verdict = deps.evaluate(dep, lookup_state, job_id=j.id, task_id=j.array_task_id,
-                                    singleton_jobs=same, lookup_start=lookup_start, now=now)
-            if verdict == "never":
-                return "DependencyNeverSatisfied"
-            if verdict != "satisfied":
-                return "Dependency"
+        if verdict == "never":
+            return "DependencyNeverSatisfied"
+        if verdict != "satisfied":
+            return "Dependency"
         limit = j.request.get("array_max_running")
         if j.array_job_id is not None and limit:
             running = sum(1 for o in all_jobs if o.array_job_id == j.array_job_id and o.state == "RUNNING")
             if running >= int(limit):
                 return "JobArrayTaskLimit"
+        # eligible from now on (or from its begin time): Slurm's EligibleTime
+        target = now if j.eligible_time is None else j.eligible_time
+        if j.begin_time and target < j.begin_time:
+            target = j.begin_time
+        if target != j.eligible_time:
+            self._eligible[j.id] = target
         return None
 
     def snapshot(self, now: float | None = None) -> dict[str, Any]:
@@ -133,7 +163,9 @@ class Controller:
                                     since=now - 86400)
         by_id = {j.id: j for j in jobs}
         self._stored_reason = {j.id: j.reason for j in jobs if j.state == "PENDING"}
+        self._dep_text, self._eligible = {}, {}
         self._stored_priority = {j.id: j.priority for j in jobs if j.state in ("PENDING", "RUNNING")}
+        self._stored_estimate = {j.id: j.start_estimate for j in jobs if j.state == "PENDING"}
         qos = {q.name: q for q in self.cfg.qos}
         nodes = self.store.list_nodes()
         part_nodes = {p.name: p.nodes for p in self.cfg.partitions}
@@ -279,6 +311,14 @@ class Controller:
     def apply(self, snap: dict[str, Any], dec: dict[str, Any], now: float) -> None:
         inv = {n["name"]: n["gpus"] for n in snap["nodes"]}
         changes: list[tuple[int, tuple[str, ...] | None, dict[str, Any]]] = []
+        # bookkeeping first: a job started below keeps the text and time it had when it became eligible
+        for jid in set(self._dep_text) | set(self._eligible):
+            vals: dict[str, Any] = {}
+            if jid in self._dep_text:
+                vals["dependency"] = self._dep_text[jid]
+            if jid in self._eligible:
+                vals["eligible_time"] = self._eligible[jid]
+            changes.append((jid, ("PENDING",), vals))
         started = []
         for st in dec.get("start", []):
             if st.get("after"):
@@ -295,6 +335,11 @@ class Controller:
         for pre in dec.get("preempt", []):
             changes.append((int(pre["job"]), ("RUNNING",), {"action": "preempt"}))
         pending_now = {int(j["id"]): j for j in snap["jobs"] if j["state"] == "PENDING"}
+        planned = {int(k): float(v) for k, v in (dec.get("planned_start") or {}).items() if str(k).isdigit()}
+        for jid in pending_now:
+            est = planned.get(jid)
+            if self._stored_estimate.get(jid) != est:
+                changes.append((jid, ("PENDING",), {"start_estimate": est}))
         for p in dec.get("pending", []):
             jid = int(p["job"])
             job = pending_now.get(jid)

@@ -45,6 +45,7 @@ class Job:
     allocation: dict[str, Any] | None = None
     action: str | None = None
     action_by: int | None = None
+    start_estimate: float | None = None
 
     @property
     def display_id(self) -> str:

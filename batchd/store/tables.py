@@ -86,6 +86,8 @@ class JobRow(Base):
     # "cancel", "preempt", "requeue", "signal:<n>" (None = nothing)
     action: Mapped[str | None] = mapped_column(String(32))
     action_by: Mapped[int | None] = mapped_column(Integer)
+    # when the controller's backfill plan expects a pending job to start (squeue --start)
+    start_estimate: Mapped[float | None] = mapped_column(Float)
     __table_args__ = (Index("ix_jobs_state", "state"), Index("ix_jobs_array_job_id", "array_job_id"))
 
 
