@@ -118,10 +118,13 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster():
+def cluster(request):
+    """The 2-node dev cluster; a test may add config with
+    `@pytest.mark.config_extra("...toml...")` (merged into the [priority] section etc.)."""
     root = Path(tempfile.mkdtemp(prefix="batchd-e2e-"))
     os.chmod(root, 0o777)
-    c = Cluster(root, CONFIG)
+    mark = request.node.get_closest_marker("config_extra")
+    c = Cluster(root, CONFIG.replace("[scheduler]", (mark.args[0] if mark else "") + "\n[scheduler]", 1))
     c.start()
     try:
         yield c
