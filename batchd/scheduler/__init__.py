@@ -6,8 +6,9 @@ No I/O, no clock, no logging: time comes in as `snapshot.now`. Use:
     dec = decide(snap, {"passes": ["allocate"]})
     print(json.dumps(dec.to_dict()))
 
-Modules: snapshot (input format and validation), fairshare (KAI division), state (the cycle's
-working state and statement), placement (gangs on nodes), ordering (queue and victim order),
+Modules: snapshot (input format, defaults, validation), model (its dataclasses), fields
+(field checks), fairshare (KAI division), state (the cycle's working state and statement),
+job (a job in the cycle), placement (gangs on nodes), ordering (queue and victim order),
 allocate (allocate pass, reasons), backfill (EASY reservations), evict (reclaim, preempt),
 cycle (decide: the cycle and the output).
 """

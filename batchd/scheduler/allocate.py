@@ -23,9 +23,10 @@ from __future__ import annotations
 from typing import Any
 
 from .backfill import Backfill
+from .job import GPU, TYPED, JobRT
 from .ordering import PendingPicker
 from .placement import NodeRT, Take, choose, eligible_nodes, per_task_vector, take
-from .state import GPU, TYPED, JobRT, Session
+from .state import Session
 
 OK, LIMIT, CAPACITY = "ok", "limit", "capacity"
 

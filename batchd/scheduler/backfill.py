@@ -18,8 +18,9 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
+from .job import JobRT
 from .placement import NodeRT, choose, per_task_vector
-from .state import JobRT, Session
+from .state import Session
 
 INF = float("inf")
 

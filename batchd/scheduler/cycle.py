@@ -21,8 +21,9 @@ from typing import Any
 from .allocate import allocate_pass
 from .backfill import Backfill
 from .evict import preempt_pass, reclaim_pass
+from .job import GPU
 from .snapshot import Snapshot
-from .state import GPU, Session
+from .state import Session
 
 PASSES = ("allocate", "backfill", "reclaim", "preempt")
 

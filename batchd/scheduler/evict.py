@@ -33,9 +33,10 @@ from typing import Any
 
 from .allocate import OK, Failures, after_of, gpu_options, try_place
 from .fairshare import UNLIMITED, Queue
+from .job import EPS, GPU, JobRT
 from .ordering import PendingPicker, QueueOrder, VictimPicker, _cmpq, victim_job_order
 from .placement import choose, give_back, per_task_vector
-from .state import EPS, GPU, JobRT, Session
+from .state import Session
 
 
 def _le_all(a: dict[str, float], b: dict[str, float], res: list[str]) -> bool:

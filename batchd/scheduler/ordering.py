@@ -24,7 +24,8 @@ from collections.abc import Callable
 from operator import attrgetter
 
 from .fairshare import UNLIMITED, Queue
-from .state import EPS, JobRT, Session, id_key
+from .job import EPS, JobRT, id_key
+from .state import Session
 
 Key = tuple
 
