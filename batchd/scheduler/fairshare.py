@@ -11,8 +11,10 @@ accounts that share a parent divide the parent's fair share (the cluster total a
    unsatisfied account is offered `pool * w'` (w' its normalised over-quota weight, lowered by
    decayed usage with `fairshare_k_value`); it takes its whole remaining request when that fits
    in the offer, else only the whole units of the offer (`floor`), remembering the fraction.
-3. *leftovers* of a bucket, right after its rounds: one unit (or what is left) to each account
-   holding a remembered fraction, largest fraction first, then creation order, then name.
+3. *leftovers*, after all buckets, walking the buckets again from the highest priority: one
+   unit (or what is left) to each account holding a remembered fraction, largest fraction
+   first, then creation order, then name (kai_semantics.md; KAI's later versions hand out a
+   bucket's leftovers before the next bucket's rounds, which this deliberately does not).
 
 `requestable = min(request, limit)`; `request` = allocated plus pending demand. The result is
 written into each `Queue.fs`. Pure functions; floats in the same operation order as KAI so
@@ -117,7 +119,7 @@ def _up_to_fair_share(pool: float, queues: list[Queue], r: str, k: float) -> tup
         if wsum == 0:
             break
         for q in queues:
-            if pool == 0:
+            if pool <= 0:
                 break
             if _satisfied(q, r):
                 continue
@@ -175,14 +177,16 @@ def divide(total: float, queues: list[Queue], r: str, k: float) -> float:
     if pool <= 0:
         return 0.0
     prios = sorted({q.priority for q in queues}, reverse=True)
+    leftovers: list[dict[Queue, float]] = []
     for prio in prios:
-        if pool <= 0:
-            break
         bucket = [q for q in queues if q.priority == prio]
         pool, remainders = _up_to_fair_share(pool, bucket, r, k)
-        if pool <= 0 or not remainders:
-            continue
-        pool = _divide_remaining(pool, remainders, r)
+        leftovers.append(remainders)
+    for remainders in leftovers:
+        if pool <= 0:
+            break
+        if remainders:
+            pool = _divide_remaining(pool, remainders, r)
     return pool
 
 
