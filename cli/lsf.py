@@ -1,0 +1,443 @@
+"""LSF grammar -> batchd (Slurm) terms, shared by `bsub`, `bjobs` and `bkill`.
+
+Pure functions, builtins only (bsub imports this on every call; startup must stay fast).
+Each parser raises `LsfError(text)` with the complete LSF-style message (without the
+trailing "Job not submitted."; the command adds its own tail). The mapping is
+documented for users in docs/lsf.md:
+
+- queue (`-q`) = batchd account; project (`-P`) = the job's comment;
+- `-W [hour:]minute` run limit -> time_limit_s;
+- `-gpu "num=N[:gmodel=TYPE][:mig=PROFILE][:j_exclusive=yes]"` -> one `gpu` GRES item
+  per host (LSF's num is per host): type = the MIG profile when given, else gmodel;
+- `-R "rusage[mem=X] span[hosts=N|ptile=N] affinity[core(N)]"` -> mem per node (MB
+  unless a unit is given or LSF_UNIT_FOR_LIMITS says otherwise), nodes, tasks per node,
+  cpus per task; `rusage[ngpus_physical=N]` as `-gpu num=N`; other sections are ignored;
+- `-w` conditions -> Slurm's --dependency: done=afterok, ended=afterany,
+  exit=afternotok, started=after; `&&` -> `,`, `||` -> `?` (one kind per expression);
+- `-b [[[year:]month:]day:]hour:minute` -> begin time (the next such moment);
+- `%J`/`%I` in -o/-e -> Slurm's `%j`/`%a`, other `%` signs kept literally;
+- job ids `123` and array elements `123[4]` -> `123` and `123_4`.
+"""
+
+import re
+import time
+
+__all__ = ["LsfError", "runlimit_s", "parse_gpu", "parse_resreq", "mem_mb", "convert_dependency",
+           "begin_time", "output_pattern", "job_id_arg", "stat", "pending_reason", "submit_time",
+           "split_array_name", "truncate", "parse_args", "lsf_id"]
+
+
+class LsfError(Exception):
+    """An LSF option value batchd refuses; `message` is the text to print."""
+
+    def __init__(self, message):
+        super().__init__(message)
+        self.message = message
+
+
+# ---------------------------------------------------------------------------- bsub values
+def runlimit_s(text):
+    """`-W [hour:]minute[/host_spec]` -> seconds. Minutes may exceed 59 (`-W 90`)."""
+    t = text.strip().split("/", 1)[0]
+    parts = t.split(":")
+    if len(parts) > 2 or not all(p.isdigit() for p in parts):
+        raise LsfError(f"{text}: Bad RUNLIMIT specification")
+    minutes = int(parts[-1]) + (int(parts[0]) * 60 if len(parts) == 2 else 0)
+    if minutes <= 0:
+        raise LsfError(f"{text}: Bad RUNLIMIT specification")
+    return minutes * 60
+
+
+_UNITS = {"K": 1 / 1024, "KB": 1 / 1024, "M": 1, "MB": 1, "G": 1024, "GB": 1024,
+          "T": 1024 ** 2, "TB": 1024 ** 2, "P": 1024 ** 3, "PB": 1024 ** 3}
+_MEM_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]B?)?\s*$", re.IGNORECASE)
+
+
+def mem_mb(text, default_unit="MB"):
+    """An LSF memory amount (`4096`, `4G`, `512MB`, `1.5GB`) -> MiB, rounded up; a bare
+    number is in `default_unit` (LSF_UNIT_FOR_LIMITS: KB, MB, GB, ...)."""
+    m = _MEM_RE.match(text or "")
+    if not m:
+        raise LsfError(f"{text}: Bad memory specification")
+    unit = (m.group(2) or default_unit or "MB").upper()
+    mult = _UNITS.get(unit)
+    if mult is None:
+        raise LsfError(f"LSF_UNIT_FOR_LIMITS={default_unit}: unknown unit")
+    v = float(m.group(1)) * mult
+    out = int(v) if v == int(v) else int(v) + 1
+    if out <= 0:
+        raise LsfError(f"{text}: Bad memory specification")
+    return out
+
+
+# -gpu keywords batchd accepts without acting on them (a job's GPUs are always its own)
+_GPU_IGNORED = ("mode", "j_exclusive", "mps", "aff", "block", "gpack", "gvendor", "gtile", "nvlink",
+                "glink", "gmem")
+
+
+def parse_gpu(text):
+    """`-gpu` value -> {"name": "gpu", "type": str | None, "count": int} per host.
+    `-` means LSF's default requirement, one GPU."""
+    t = (text or "").strip()
+    if t == "-":
+        return {"name": "gpu", "type": None, "count": 1}
+    count, model, mig = 1, None, None
+    for item in t.split(":"):
+        key, eq, val = item.strip().partition("=")
+        key = key.strip().lower()
+        val = val.strip()
+        if not eq or not val:
+            raise LsfError(f"{text}: Bad GPU requirement specification")
+        if key == "num":
+            if not val.isdigit() or int(val) <= 0:
+                raise LsfError(f"{text}: Bad GPU requirement specification: num must be a positive integer")
+            count = int(val)
+        elif key == "gmodel":
+            model = val
+        elif key == "mig":
+            if re.match(r"^\d+(/\d+)?$", val):
+                raise LsfError(f"{text}: MIG sizes (mig=GI[/CI]) are not supported by batchd: "
+                               "give the MIG profile name, e.g. mig=1g.24gb")
+            mig = val
+        elif key in _GPU_IGNORED:
+            continue
+        else:
+            raise LsfError(f"{text}: Bad GPU requirement specification: unknown keyword {key}")
+    return {"name": "gpu", "type": mig or model, "count": count}
+
+
+_SECTION_RE = re.compile(r"(\w+)\s*\[([^\]]*)\]")
+
+
+def parse_resreq(texts, default_unit="MB"):
+    """Every `-R` string (a list, in order) -> a dict with some of mem_mb, gpus (count per
+    host), nodes, ntasks_per_node, cpus_per_task. Later strings win. `select`, `order`,
+    `same`, `cu` and bare selection strings are accepted and ignored."""
+    out = {}
+    for text in texts:
+        for name, body in _SECTION_RE.findall(text):
+            name = name.lower()
+            if name == "rusage":
+                body = body.split("||")[0]
+                for item in re.split(r"[,:]", body):
+                    key, eq, val = item.strip().partition("=")
+                    key = key.strip().lower()
+                    if not eq:
+                        continue
+                    if key == "mem":
+                        out["mem_mb"] = mem_mb(val.strip(), default_unit)
+                    elif key in ("ngpus_physical", "ngpus"):
+                        if not val.strip().isdigit():
+                            raise LsfError(f"{text}: Bad resource requirement syntax")
+                        out["gpus"] = int(val)
+            elif name == "span":
+                for item in body.split(":"):
+                    key, eq, val = item.strip().partition("=")
+                    val = val.strip()
+                    if key.strip() == "hosts" and val.isdigit():
+                        out["nodes"] = int(val)
+                    elif key.strip() == "ptile" and val.isdigit():
+                        out["ntasks_per_node"] = int(val)
+                    elif key.strip() in ("hosts", "ptile") and val != "-1":
+                        raise LsfError(f"{text}: Bad resource requirement syntax")
+            elif name == "affinity":
+                m = re.search(r"(?:core|thread|socket|numa)\s*\(\s*(\d+)", body)
+                if m:
+                    out["cpus_per_task"] = int(m.group(1))
+    return out
+
+
+# ------------------------------------------------------------------------------ -w
+_DEP_TYPES = {"done": "afterok", "ended": "afterany", "exit": "afternotok", "started": "after"}
+_TOKEN_RE = re.compile(r"\s*(&&|\|\||!|\(|\)|,|\"[^\"]*\"|'[^']*'|[^\s()&|!,\"']+)")
+
+
+def _tokens(text):
+    pos, out = 0, []
+    text = text.strip()
+    while pos < len(text):
+        m = _TOKEN_RE.match(text, pos)
+        if not m or not m.group(1):
+            raise LsfError(f"{text}: Dependency condition syntax error")
+        out.append(m.group(1))
+        pos = m.end()
+    return out
+
+
+def _job_refs(arg, resolve_name):
+    """A job argument of a condition -> Slurm job references (`123`, `123_4`)."""
+    a = arg.strip().strip("\"'")
+    m = re.match(r"^(\d+)(?:\[([\d,\-*]+)\])?$", a)
+    if m:
+        jid, idx = m.group(1), m.group(2)
+        if not idx or idx == "*":
+            return [jid]
+        return [f"{jid}_{i}" for i in _expand(idx, arg)]
+    if not a:
+        raise LsfError("Dependency condition syntax error: empty job")
+    if resolve_name is None:
+        raise LsfError(f"{a}: job names in dependencies need the daemon")
+    ids = resolve_name(a)
+    if not ids:
+        raise LsfError(f"{a}: No matching job found")
+    return [str(i) for i in ids]
+
+
+def _expand(idx, shown):
+    out = []
+    for part in idx.split(","):
+        lo, dash, hi = part.partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()):
+            raise LsfError(f"{shown}: Bad job array index")
+        out.extend(range(int(lo), int(hi) + 1) if dash else [int(lo)])
+    return out
+
+
+def convert_dependency(text, resolve_name=None):
+    """An LSF `-w` expression -> a Slurm --dependency string.
+
+    `done(ID)`, `ended(ID)`, `exit(ID)`, `started(ID)` and a bare ID (= done) map to
+    afterok/afterany/afternotok/after; ID is a job id, `ID[N]`/`ID[1-3,5]` array
+    elements, `ID[*]`, or a job name (quoted or not), which `resolve_name(name) -> [ids]`
+    turns into the caller's jobs of that name. Conditions joined by `&&` become `,`
+    items, by `||` `?` items; parentheses may group them but Slurm cannot nest, so one
+    expression uses one operator kind. `!`, exit codes (`exit(ID, op N)`), `post_*`
+    and `num*` conditions are refused."""
+    toks = _tokens(text)
+    pos = [0]
+    ops = set()
+
+    def peek():
+        return toks[pos[0]] if pos[0] < len(toks) else None
+
+    def take():
+        t = peek()
+        pos[0] += 1
+        return t
+
+    def atom():
+        t = take()
+        if t is None:
+            raise LsfError(f"{text}: Dependency condition syntax error")
+        if t == "(":
+            items = expr()
+            if take() != ")":
+                raise LsfError(f"{text}: Dependency condition syntax error")
+            return items
+        if t == "!":
+            raise LsfError(f"{text}: batchd cannot express negated dependency conditions (!)")
+        if t in ("&&", "||", ")", ","):
+            raise LsfError(f"{text}: Dependency condition syntax error")
+        if peek() == "(":
+            take()
+            cond = t.lower()
+            arg = take()
+            if arg is None or arg in ("(", ")", "&&", "||", ","):
+                raise LsfError(f"{text}: Dependency condition syntax error")
+            if peek() == ",":
+                raise LsfError(f"{text}: exit code conditions are not supported by batchd; "
+                               "use exit(ID) for any non-zero exit")
+            if take() != ")":
+                raise LsfError(f"{text}: Dependency condition syntax error")
+            kind = _DEP_TYPES.get(cond)
+            if kind is None:
+                raise LsfError(f"{text}: the dependency condition {cond}() is not supported by batchd "
+                               "(done, ended, exit, started are)")
+            return [f"{kind}:" + ":".join(_job_refs(arg, resolve_name))]
+        return ["afterok:" + ":".join(_job_refs(t, resolve_name))]
+
+    def expr():
+        items = atom()
+        while peek() in ("&&", "||"):
+            ops.add(take())
+            items = items + atom()
+        return items
+
+    items = expr()
+    if peek() is not None:
+        raise LsfError(f"{text}: Dependency condition syntax error")
+    if len(ops) > 1:
+        raise LsfError(f"{text}: batchd cannot mix && and || in one dependency expression")
+    return ("?" if ops == {"||"} else ",").join(items)
+
+
+# ------------------------------------------------------------------------------ -b
+def begin_time(text, now=None):
+    """`-b [[[year:]month:]day:]hour:minute` -> unix seconds (local time). Fields left out
+    are taken from now; a moment already past moves to the next day (month, year) when
+    the day (month, year) was left out, as LSF does."""
+    parts = text.strip().split(":")
+    if not 2 <= len(parts) <= 5 or not all(p.isdigit() for p in parts):
+        raise LsfError(f"{text}: Bad begin time specification")
+    nums = [int(p) for p in parts]
+    now = time.time() if now is None else now
+    lt = time.localtime(now)
+    year, month, day = lt.tm_year, lt.tm_mon, lt.tm_mday
+    hour, minute = nums[-2], nums[-1]
+    given = len(nums)
+    if given >= 3:
+        day = nums[-3]
+    if given >= 4:
+        month = nums[-4]
+    if given == 5:
+        year = nums[0] + (2000 if nums[0] < 100 else 0)
+    if not (0 <= hour <= 23 and 0 <= minute <= 59 and 1 <= day <= 31 and 1 <= month <= 12):
+        raise LsfError(f"{text}: Bad begin time specification")
+
+    def at(y, mo, d):
+        return time.mktime((y, mo, d, hour, minute, 0, 0, 0, -1))
+
+    t = at(year, month, day)
+    if t < now:
+        if given == 2:
+            t = at(year, month, day + 1)
+        elif given == 3:
+            t = at(year, month + 1, day)
+        elif given == 4:
+            t = at(year + 1, month, day)
+    return float(t)
+
+
+def output_pattern(text, array=True):
+    """LSF's `%J` (job id) and `%I` (array index) -> Slurm's `%j`/`%a` (`%I` is `0` for a
+    job that is not an array, as in LSF); every other `%` is doubled so that Slurm's
+    expansion leaves it as written."""
+    out = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "%" and i + 1 < len(text) and text[i + 1] in "JI":
+            out.append("%j" if text[i + 1] == "J" else "%a" if array else "0")
+            i += 2
+            continue
+        out.append("%%" if c == "%" else c)
+        i += 1
+    return "".join(out)
+
+
+def split_array_name(text):
+    """`-J "name[1-10:2]%3"` -> ("name", "1-10:2%3"); a plain name -> (name, None)."""
+    m = re.match(r"^(.*?)\[([\d,\-:]+)\](?:%(\d+))?$", text.strip())
+    if not m:
+        return text, None
+    arr = m.group(2) + (f"%{m.group(3)}" if m.group(3) else "")
+    return m.group(1) or "", arr
+
+
+# ------------------------------------------------------------------------ bjobs/bkill
+def job_id_arg(text):
+    """A bjobs/bkill job argument (`123`, `123[4]`, `"123[4]"`) -> batchd's id text
+    (`123`, `123_4`), or None when it is not a job id."""
+    m = re.match(r"^(\d+)(?:\[(\d+)\])?$", text.strip().strip("\"'"))
+    if not m:
+        return None
+    return m.group(1) + (f"_{m.group(2)}" if m.group(2) else "")
+
+
+_HELD = ("JobHeldUser", "JobHeldAdmin", "job requeued in held state")
+_EXIT_STATES = ("FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY",
+                "BOOT_FAIL", "DEADLINE")
+
+
+def stat(job):
+    """A JOB_VIEW's LSF status: PEND, PSUSP (held while pending), RUN, USUSP, DONE, EXIT."""
+    state = job.get("state") or ""
+    if state in ("PENDING", "REQUEUED", "REQUEUE_HOLD"):
+        if state == "REQUEUE_HOLD" or (job.get("reason") or "") in _HELD:
+            return "PSUSP"
+        return "PEND"
+    if state in ("RUNNING", "COMPLETING", "CONFIGURING", "SIGNALING", "STAGE_OUT"):
+        return "RUN"
+    if state in ("SUSPENDED", "STOPPED"):
+        return "USUSP"
+    if state == "COMPLETED":
+        return "DONE"
+    if state in _EXIT_STATES:
+        return "EXIT"
+    return state[:5] or "UNKWN"
+
+
+# Slurm reason codes -> LSF's wording of bjobs -p
+_REASONS = {
+    "None": "New job is waiting for scheduling",
+    "Priority": "Job is waiting for higher-priority jobs in the queue to start",
+    "Resources": "Not enough GPUs, job slots or memory available on the hosts",
+    "Dependency": "Job dependency condition not satisfied",
+    "DependencyNeverSatisfied": "Dependency condition invalid or never satisfied",
+    "BeginTime": "The job has not yet reached its specified begin time",
+    "JobHeldUser": "The job was suspended by the user while pending",
+    "JobHeldAdmin": "The job was suspended by LSF admin or root while pending",
+    "ReqNodeNotAvail": "The specified hosts are not available",
+    "PartitionTimeLimit": "The run limit is larger than the queue's limit",
+    "QOSMaxGRESPerUser": "The user has reached the GPU limit of the job's QOS",
+    "JobArrayTaskLimit": "The job array has reached its job slot limit",
+}
+
+
+def pending_reason(job):
+    """The `bjobs -p` line for a pending job (without the leading space and trailing `;`):
+    LSF's wording where there is one, else the Slurm reason code. Account (queue) limits
+    read as the queue's limit."""
+    reason = job.get("reason") or "None"
+    text = _REASONS.get(reason)
+    if text:
+        return text
+    if reason.startswith("AssocGrp"):
+        return f"The queue has reached its {reason[8:]} limit ({reason})"
+    if reason.startswith("AssocMax") or reason.startswith("QOS"):
+        return f"A limit of the queue or QOS is reached ({reason})"
+    return reason
+
+
+def submit_time(epoch):
+    """LSF's short SUBMIT_TIME (`Nov 30 15:54`, local time); empty for None."""
+    if not epoch:
+        return ""
+    return time.strftime("%b %d %H:%M", time.localtime(epoch))
+
+
+def truncate(text, width):
+    """LSF's truncation of a long column value: `*` then its last width-1 characters."""
+    s = "" if text is None else str(text)
+    if len(s) <= width:
+        return s
+    return "*" + s[len(s) - width + 1:]
+
+
+def parse_args(prog, argv, table):
+    """LSF's command line for bjobs/bkill: single-dash options of one or more letters,
+    `table` mapping `-opt` -> (key, takes a value); every other argument is positional
+    (anywhere on the line; all after `--`). Returns (values, positionals); a value given
+    twice keeps the last. Raises LsfError for an unknown option or a missing value."""
+    values, rest, i = {}, [], 0
+    while i < len(argv):
+        a = argv[i]
+        i += 1
+        if a == "--":
+            rest.extend(argv[i:])
+            break
+        if not a.startswith("-") or a == "-" or a.lstrip("-").isdigit():
+            rest.append(a)
+            continue
+        spec = table.get(a)
+        value = None
+        if spec is None and len(a) > 2 and table.get(a[:2], (None, False))[1]:
+            spec, value = table[a[:2]], a[2:]
+        if spec is None:
+            raise LsfError(f"{prog}: illegal option -- {a.lstrip('-')}\n"
+                           f"Usage: {prog} -h for help")
+        key, takes = spec
+        if takes and value is None:
+            if i >= len(argv):
+                raise LsfError(f"{prog}: option requires an argument -- {a.lstrip('-')}")
+            value = argv[i]
+            i += 1
+        values[key] = value if takes else True
+    return values, rest
+
+
+def lsf_id(display_id):
+    """batchd's `123_4` -> LSF's `123[4]`; other ids unchanged."""
+    s = str(display_id)
+    jid, sep, task = s.partition("_")
+    return f"{jid}[{task}]" if sep and task.isdigit() else s
