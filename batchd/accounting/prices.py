@@ -65,12 +65,15 @@ def parse_when(value: Any, *, end: bool = False, field: str = "valid_from") -> f
             ts += DAY_S
     elif isinstance(value, str):
         text = value.strip()
+        parsed: _dt.date
         try:
             if len(text) == 10:
-                return parse_when(_dt.date.fromisoformat(text), end=end, field=field)
-            return parse_when(_dt.datetime.fromisoformat(text.replace("Z", "+00:00")), end=end, field=field)
+                parsed = _dt.date.fromisoformat(text)
+            else:
+                parsed = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
             raise PriceError(f"{field}: {value!r} is not a date (YYYY-MM-DD) or datetime") from None
+        return parse_when(parsed, end=end, field=field)
     elif isinstance(value, int | float) and not isinstance(value, bool):
         ts = float(value)
     else:

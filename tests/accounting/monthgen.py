@@ -33,14 +33,16 @@ def _pods() -> list[dict[str, Any]]:
             for i in range(997)]
 
 
-def month_records(n: int, month_start: float, month_s: int, seed: int = 6) -> list[dict[str, Any]]:
-    """`n` usage-record rows (dicts for a bulk insert into usage_records)."""
+def month_records(n: int, month_start: float, month_s: int, seed: int = 6,
+                  gpu_types: tuple[str, str] = ("rtxpro6000", "h200"), accounts: int = 10) -> list[dict[str, Any]]:
+    """`n` usage-record rows (dicts for a bulk insert into usage_records); whole GPUs are
+    of `gpu_types[0]` for even accounts and `gpu_types[1]` for odd ones."""
     pods = _pods()
     rng = random.Random(seed)
     out = []
     for i in range(n):
         p = pods[i % len(pods)]
-        acct_no = zlib.crc32(p["name"].encode()) % 10
+        acct_no = zlib.crc32(p["name"].encode()) % accounts
         dur = max(60, min(p["dur"], 3 * 86400))
         start = month_start + rng.randrange(0, month_s) + rng.random()
         end = start + dur
@@ -48,7 +50,7 @@ def month_records(n: int, month_start: float, month_s: int, seed: int = 6) -> li
         if p["gpus"] == 1 and 0 < p["milli"] < 1000:
             tres.update({"gres/gpu": 0.25, "gres/gpu:1g.24gb": 1})
         elif p["gpus"]:
-            gtype = "h200" if acct_no % 2 else "rtxpro6000"
+            gtype = gpu_types[acct_no % 2]
             tres.update({"gres/gpu": p["gpus"], f"gres/gpu:{gtype}": p["gpus"]})
         out.append(dict(job_id=1_000_000 + i, run=0, name=p["name"], account=f"team{acct_no}",
                         user=f"user{zlib.crc32(p['name'].encode()) % 40}", uid=2000, gid=2000,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from conftest import add_account, add_node, insert_running, insert_usage, ts, usage
+from acct_helpers import add_account, add_node, insert_running, insert_usage, ts, usage
 from sqlalchemy import select
 
 from batchd.accounting.prices import make_price

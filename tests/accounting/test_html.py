@@ -10,7 +10,7 @@ import subprocess
 import zlib
 
 import pytest
-from conftest import add_account, add_node, insert_usage, ts, usage
+from acct_helpers import add_account, add_node, insert_usage, ts, usage
 
 from batchd.accounting.html import PALETTE, render_html
 from batchd.accounting.prices import make_price

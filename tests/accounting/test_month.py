@@ -8,7 +8,7 @@ import math
 from decimal import Decimal
 from fractions import Fraction
 
-from conftest import insert_usage, ts
+from acct_helpers import insert_usage, ts
 from monthgen import month_records
 
 from batchd.accounting.prices import make_price

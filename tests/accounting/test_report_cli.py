@@ -9,8 +9,8 @@ import json
 import os
 
 import pytest
+from acct_helpers import add_account, add_node, insert_running, insert_usage, ts, usage
 from click.testing import CliRunner
-from conftest import add_account, add_node, insert_running, insert_usage, ts, usage
 
 from batchd.accounting import routes
 from batchd.accounting.efficiency import record_sample
@@ -153,3 +153,39 @@ def test_sreport_layouts(daemon, store, capsys):
     assert out[4].split() == ["Cluster", "Login", "Proper", "Name", "Account", "Used", "Energy"]
     assert out[6].split() == ["dev16", "alice", "vision", "10", "0"]
     assert out[7].split() == ["dev16", "bob", "nlp", "2", "0"]
+def test_sixteen_gpu_example_after_a_simulated_month_prints_a_bill_that_reconciles(daemon, store):
+    from monthgen import month_records
+
+    from batchd.config import EXAMPLE_CONFIG, load_config
+    from batchd.model import Node
+
+    cfg = load_config(str(EXAMPLE_CONFIG))
+    for n in cfg.nodes:
+        store.upsert_node(Node(name=n.name, state="IDLE", cpus=n.cpus, memory_mb=n.memory_mb,
+                               gpus=n.gpus if isinstance(n.gpus, list) else [], heartbeat=0.0))
+    for i, team in enumerate(["vision", "nlp", "speech", "robotics"]):
+        add_account(store, team, (6, 4, 4, 2)[i])
+    start, end = ts("2026-10-01"), ts("2026-11-01")
+    recs = month_records(4000, start - 86400, int(end - start), gpu_types=("rtxpro6000", "rtxpro6000"),
+                         accounts=4)
+    for r in recs:
+        r["account"] = ["vision", "nlp", "speech", "robotics"][int(r["account"][4:])]
+    insert_usage(store, recs)
+    r = CliRunner()
+    for tres, price in [("gres/gpu:rtxpro6000", "1.20"), ("gres/gpu", "1.20"), ("cpu", "0.01")]:
+        assert r.invoke(price_cmd, ["set", tres, price, "--currency", "EUR", "--from", "2026-01-01"]).exit_code == 0
+    assert r.invoke(price_cmd, ["set", "gres/gpu:rtxpro6000", "1.40", "--currency", "EUR",
+                                "--from", "2026-10-16"]).exit_code == 0
+    half = run_rollup(store, 0, batch=1000)  # a rollup has run; later records are not rolled up yet
+    assert half == 4000
+    res = r.invoke(report_cmd, ["--month", "2026-10"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert [x.split()[0] for x in lines[2:6]] == ["nlp", "robotics", "speech", "vision"]
+    assert lines[7].startswith("TOTAL")
+    js = json.loads(r.invoke(report_cmd, ["--month", "2026-10", "--json"]).output)
+    assert js["capacity_gpu_hours"] == 16 * 31 * 24
+    assert abs(js["idle_gpu_hours"] + js["totals"]["gpu_hours"] - 16 * 31 * 24) < 1e-6 or \
+        js["idle_gpu_hours"] > 16 * 31 * 24 - js["totals"]["gpu_hours"]  # idle never negative per hour
+    assert f"Reconciled: sum over rows {js['totals']['cost']} EUR = sum over jobs {js['totals']['cost']} EUR" \
+        in res.output

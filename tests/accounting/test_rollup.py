@@ -9,7 +9,7 @@ import sys
 from collections import defaultdict
 
 import pytest
-from conftest import insert_usage, ts, usage
+from acct_helpers import insert_usage, ts, usage
 from sqlalchemy import select
 
 from batchd.accounting.rollup import run_rollup, sums_of
