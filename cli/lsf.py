@@ -109,13 +109,26 @@ def parse_gpu(text):
 _SECTION_RE = re.compile(r"(\w+)\s*\[([^\]]*)\]")
 
 
+def _first_alternative(text):
+    """`{A} || {B}` (LSF's alternative requirements) -> `A`: batchd takes the first."""
+    depth = 0
+    for i, c in enumerate(text):
+        depth += c == "["
+        depth -= c == "]"
+        if depth == 0 and text.startswith("||", i):
+            text = text[:i]
+            break
+    return text.replace("{", " ").replace("}", " ")
+
+
 def parse_resreq(texts, default_unit="MB"):
     """Every `-R` string (a list, in order) -> a dict with some of mem_mb, gpus (count per
-    host), nodes, ntasks_per_node, cpus_per_task. Later strings win. `select`, `order`,
+    host), nodes, ntasks_per_node, cpus_per_task. Later strings win; of alternatives
+(`{...} || {...}`, `rusage[mem=2G || mem=1G]`) the first is taken. `select`, `order`,
     `same`, `cu` and bare selection strings are accepted and ignored."""
     out = {}
     for text in texts:
-        for name, body in _SECTION_RE.findall(text):
+        for name, body in _SECTION_RE.findall(_first_alternative(text)):
             name = name.lower()
             if name == "rusage":
                 body = body.split("||")[0]
@@ -149,7 +162,7 @@ def parse_resreq(texts, default_unit="MB"):
 
 # ------------------------------------------------------------------------------ -w
 _DEP_TYPES = {"done": "afterok", "ended": "afterany", "exit": "afternotok", "started": "after"}
-_TOKEN_RE = re.compile(r"\s*(&&|\|\||!|\(|\)|,|\"[^\"]*\"|'[^']*'|[^\s()&|!,\"']+)")
+_TOKEN_RE = re.compile(r"\s*(&&|\|\||!|\(|\)|,|\"[^\"]*\"|'[^']*'|[^\s()&|!,\"'\[]+\[[^\]]*\]|[^\s()&|!,\"']+)")
 
 
 def _tokens(text):
