@@ -56,7 +56,7 @@ def _quota_svg(rows: list[dict[str, Any]]) -> str:
     w, bar, gap, left = 900, 14, 12, 140
     h = max(60, len(rows) * (2 * bar + gap) + 30)
     peak = max([r.get("gpu_hours") or 0 for r in rows] + [r.get("quota_gpu_hours") or 0 for r in rows] + [1.0])
-    scale = (w - left - 120) / peak
+    scale = (w - left - 210) / peak
     parts = [f'<svg id="quota" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
              f'viewBox="0 0 {w} {h}" role="img" aria-label="quota versus use, GPU-hours">']
     for i, r in enumerate(rows):

@@ -3,6 +3,8 @@ sampler, running averages and peaks, and the 0 % GPU stretch that the report fla
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -10,7 +12,9 @@ import time
 from batchd.accounting.efficiency import forget, record_sample, sample_job, summary
 from batchd.store import accounting as sql
 
-BUSY = "import os, time\nif os.fork() == 0:\n    while True: pass\ntime.sleep(60)\n"
+# a parent and a forked busy child; both end by themselves after 20 s at the latest
+BUSY = ("import os, time\nend = time.time() + 20\nif os.fork() == 0:\n    while time.time() < end: pass\n"
+        "    os._exit(0)\ntime.sleep(20)\n")
 
 
 class FakeGpuSampler:
@@ -27,7 +31,7 @@ class FakeGpuSampler:
 
 
 def test_sample_job_counts_the_process_tree():
-    p = subprocess.Popen([sys.executable, "-c", BUSY])
+    p = subprocess.Popen([sys.executable, "-c", BUSY], start_new_session=True)
     try:
         time.sleep(0.3)  # the child has forked its busy loop
         first = sample_job([p.pid])
@@ -35,7 +39,7 @@ def test_sample_job_counts_the_process_tree():
         gpu = FakeGpuSampler(55.0)
         s = sample_job([p.pid], devices=["GPU-a", "GPU-b"], gpu_sampler=gpu)
     finally:
-        p.kill()
+        os.killpg(p.pid, signal.SIGKILL)  # the whole group: the forked child too
         p.wait()
     assert first["cpu_pct"] == 0.0 and s["nprocs"] == 2  # the parent and its forked child
     assert s["cpu_pct"] > 10.0  # a busy loop (the 2 CI cores are shared; an idle tree reads ~0)
