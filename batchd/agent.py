@@ -126,7 +126,8 @@ class Agent:
             time_limit_s=None if j.time_limit_s in (None, -1) else j.time_limit_s,
             kill_wait_s=self.cfg.kill_wait_s,
             signal=(int(sig["signal"]), int(sig.get("time_s", 60))) if sig else None,
-            mem_limit_mb=None,
+            signal_batch_only=bool(sig.get("batch_only")) if sig else False,
+            mem_limit_mb=None, node=node,
         )
         try:
             info = launcher.launch(req, self.spool)
@@ -135,6 +136,7 @@ class Agent:
             log.error("job launch failed job_id=%s error=%s", j.id, e)
             now = time.time()
             self._record(j, "FAILED", 1, 0, j.start_time or now, now, None)
+            self.store.update_job(j.id, ("FAILED",), reason="JobLaunchFailure")
 
     # ------------------------------------------------------------------ requests
     def _forward(self, j: Job) -> None:

@@ -38,10 +38,10 @@ def dependency_status(dep: dict[str, Any], j: Job, jobs: list[Job], by_id: dict[
     index = by_id if by_id is not None else {o.id: o for o in jobs}
 
     def lookup_state(job_id: int, task_id: int | None) -> Any:
-        return _lookup(index, jobs, job_id, task_id, "state")
+        return lookup_job(index, jobs, job_id, task_id, "state")
 
     def lookup_start(job_id: int, task_id: int | None) -> Any:
-        return _lookup(index, jobs, job_id, task_id, "start_time")
+        return lookup_job(index, jobs, job_id, task_id, "start_time")
 
     same = [(o.id, o.state) for o in jobs if o.name == j.name and o.user == j.user and o.id != j.id]
     return deps.status(dep, lookup_state, job_id=j.id, task_id=j.array_task_id, singleton_jobs=same,
@@ -362,7 +362,7 @@ def _whole_gpus(gpus: list[dict[str, Any]]) -> int:
     return sum(int(g["count"]) if "count" in g else (0 if g.get("mig") else 1) for g in gpus)
 
 
-def _lookup(by_id: dict[int, Job], jobs: list[Job], job_id: int, task_id: int | None, attr: str) -> Any:
+def lookup_job(by_id: dict[int, Job], jobs: list[Job], job_id: int, task_id: int | None, attr: str) -> Any:
     """A job's state (or start time) for dependency checks; for an array master without
     a task id, the list over all its tasks; None when the job is unknown."""
     if task_id is not None:

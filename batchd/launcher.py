@@ -86,8 +86,11 @@ class LaunchRequest:
     included); `stdout`/`stderr`/`stdin` are absolute paths, already expanded; the same
     path for stdout and stderr (or an empty stderr) sends both streams to one file.
     `time_limit_s` None or <= 0 means no limit; `signal` is `--signal` as
-    (signal number, seconds before the time limit); `mem_limit_mb` is enforced by
-    polling the RSS of the job's process tree (over it: OUT_OF_MEMORY).
+    (signal number, seconds before the time limit), sent to the batch shell alone when
+    `signal_batch_only` (`--signal=B:...`), else to every process of the job;
+    `mem_limit_mb` is enforced by polling the RSS of the job's process tree (over it:
+    OUT_OF_MEMORY). `node` names this node in slurmstepd's messages (default: the
+    environment's SLURMD_NODENAME, else the short host name).
     """
 
     job_id: int
@@ -109,6 +112,8 @@ class LaunchRequest:
     kill_wait_s: int = 30
     signal: tuple[int, int] | None = None
     mem_limit_mb: int | None = None
+    signal_batch_only: bool = False
+    node: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -530,20 +535,29 @@ def _signal_orphans(jobdir: str, sig: int) -> None:
             continue
 
 
+#: What slurmstepd appends to `*** JOB N ON node CANCELLED AT time` in the job's error
+#: file, per cause of the end (`terminate`'s `cause`; None: no line).
+CANCEL_NOTES: dict[str, str | None] = {
+    "cancel": "", "preempt": " DUE TO PREEMPTION", "requeue": " DUE TO JOB REQUEUE",
+    "timeout": " DUE TO TIME LIMIT", "node_fail": None}
+
+
 def terminate(spool_dir: str, job_id: int, run: int, reason: Reason, signal: int = _signal.SIGTERM,
-              grace_s: int | None = None, batch_only: bool = False) -> None:
+              grace_s: int | None = None, batch_only: bool = False, cause: str | None = None) -> None:
     """Ask the supervisor to end the run: `signal` to the job's process group (only the
     batch shell with `batch_only`), `grace_s` seconds (default the request's
     kill_wait_s), then SIGKILL to the group; the final state follows `reason`
-    (REASON_STATE). A run already gone is not an error; a LOST run's processes are
-    killed directly."""
+    (REASON_STATE). `cause` (a CANCEL_NOTES key, default `reason`) picks Slurm's
+    `slurmstepd: error: *** JOB N ON node CANCELLED AT ... ***` line that the supervisor
+    writes to the job's error file first. A run already gone is not an error; a LOST
+    run's processes are killed directly."""
     if reason not in REASON_STATE:
         raise ValueError(f"unknown terminate reason {reason!r}")
     jobdir = jobdir_path(spool_dir, job_id, run)
     if not os.path.isdir(jobdir):
         return
     request = {"action": "terminate", "reason": reason, "signal": int(signal), "grace_s": grace_s,
-               "batch_only": bool(batch_only)}
+               "batch_only": bool(batch_only), "cause": cause or reason}
     log.info("job terminate job_id=%s run=%s reason=%s signal=%s", job_id, run, reason, signal)
     if not _post_control(jobdir, request):
         _signal_orphans(jobdir, _signal.SIGKILL)

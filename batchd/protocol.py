@@ -118,6 +118,7 @@ mem_per_cpu_mb / mem_per_node_mb: int | None   the memory request as given or de
   them set (squeue %m, scontrol MinMemoryCPU=/MinMemoryNode=) [mem_mb as MinMemoryNode]
 tres_per_node, tres_per_job: str | None   Slurm's "gres:gpu:h200:2" for --gres / --gpus (squeue
   %b and -O tres-per-node/-job, scontrol TresPerNode=/TresPerJob=) [N/A]
+tres_per_task: str | None  "gres:gpu:1" for --gpus-per-task (scontrol TresPerTask=) [not printed]
 mem_per_tres: str | None  "gres:gpu:8192" for --mem-per-gpu (scontrol MemPerTres=)
 array_max_running: int | None   the array's %N throttle (squeue 123_[0-9%2])
 min_cpus, cpus_per_task: int   scontrol MinCPUsNode= / CPUs/Task= [cpus / nodes, cpus / ntasks]

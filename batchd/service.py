@@ -19,8 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from batchd import dependency as deps
 from batchd import jobspec, views
 from batchd.config import Config
+from batchd.controller import dependency_status, lookup_job
 from batchd.errors import Conflict, InvalidRequest, NotFound, PermissionDenied, SubmitError
 from batchd.model import Job
 from batchd.store import ACTIVE_STATES, Store
@@ -109,13 +111,25 @@ class Service:
         if not isinstance(spec, dict) or not isinstance(spec.get("script", ""), str):
             raise InvalidRequest("malformed job specification")
         user = caller.user
-        req = jobspec.resolve(spec, self.cluster_info(user), user, caller.uid)
+        known = self._dependency_jobs(spec, user)
+        lookup = None
+        if known is not None:
+            by_id = {o.id: o for o in known}
+
+            def lookup(job_id: int, task_id: int | None) -> Any:
+                return lookup_job(by_id, known, job_id, task_id, "state")
+        req = jobspec.resolve(spec, self.cluster_info(user), user, caller.uid, lookup_state=lookup)
         now = time.time()
         if spec.get("test_only"):
             return {"job_id": None, "start_time": max(now, req.get("begin_time") or now),
                     "nodes": "", "partition": req["partition"]}
         task_ids = req.get("array_task_ids") or [None]
         first = self.store.next_job_ids(len(task_ids))
+        begin = req.get("begin_time")
+        # Slurm's EligibleTime at submit: the begin time, or now for a job that nothing holds
+        # back (a held job, one with a dependency and an array get theirs once eligible)
+        eligible = begin if begin else (None if req.get("hold") or req.get("dependency")
+                                        or req.get("array_task_ids") else now)
         jobs = []
         for i, task in enumerate(task_ids):
             # Slurm: the last task keeps the array's master id, the others take the ids after it
@@ -133,17 +147,38 @@ class Service:
                 reason="JobHeldUser" if req.get("hold") else "None",
                 priority=0 if req.get("hold") else 1,
                 nice=int(req.get("nice") or 0), hold=bool(req.get("hold")),
-                begin_time=req.get("begin_time"), eligible_time=None,
+                begin_time=begin, eligible_time=eligible,
                 time_limit_s=req.get("time_limit_s"),
                 requeue=req.get("requeue") is not False,
-                dependency=spec.get("dependency"), comment=spec.get("comment"),
+                dependency=None, comment=spec.get("comment"),
                 tres_req=req.get("tres_req", ""),
             ))
+            if req.get("dependency"):
+                _verdict, text = dependency_status(req["dependency"], jobs[-1], known or [], now=now)
+                jobs[-1].dependency = None if _verdict == "satisfied" else text
         self.store.insert_jobs(jobs)
         log.info("job submitted job_id=%s user=%s account=%s tasks=%d", first, user, req["account"],
                  len(task_ids))
         self.wake()
         return {"job_id": first, "array_task_ids": req.get("array_task_ids")}
+
+    def _dependency_jobs(self, spec: dict[str, Any], user: str) -> list[Job] | None:
+        """The stored jobs a submission's `--dependency` may name (and, for `singleton`,
+        the active ones), or None without a (parsable) dependency: resolve refuses
+        `afterok` on an unknown job with them, and the first `Dependency=` text comes from them."""
+        raw = spec.get("dependency") if isinstance(spec, dict) else None
+        if not raw or not isinstance(raw, str):
+            return None
+        try:
+            dep = deps.parse(raw)
+        except deps.DependencyError:
+            return None  # resolve words the error
+        ids = {jid for jid, _task in deps.job_refs(dep)}
+        found = self.store.list_jobs(ids=ids, array_job_ids=ids) if ids else []
+        if any(it["type"] == "singleton" for it in dep["items"]):
+            seen = {j.id for j in found}
+            found += [j for j in self.store.list_jobs(states=ACTIVE_STATES) if j.id not in seen and j.user == user]
+        return found
 
     # ------------------------------------------------------------------ queries
     def _select(self, ids: list[str] | None, all_jobs: bool) -> list[Job]:
@@ -280,37 +315,59 @@ class Service:
         self.wake()
         return {"done": done, "errors": errors}
 
-    def hold(self, caller: Caller, ids: list[str], release: bool = False) -> dict[str, Any]:
+    def hold(self, caller: Caller, ids: list[str], release: bool = False, user: bool = False) -> dict[str, Any]:
+        """scontrol hold / uhold / release of pending jobs. An admin's hold of another
+        user's job is JobHeldAdmin (only an admin may release it), unless `user` (uhold);
+        a user's own hold is JobHeldUser. Release clears either and lets a job that
+        `requeuehold` held wait out its requeue begin time (BeginTime)."""
         jobs, errors = self._owned(caller, ids, "hold")
+        admin = self.is_admin(caller)
         done = []
         for j in jobs:
             if j.state != "PENDING":
                 errors.append({"id": j.display_id, "message": "Job is no longer pending execution"})
                 continue
             if release:
-                ok = self.store.update_job(j.id, ("PENDING",), hold=False, reason="None", priority=1)
+                if j.hold and j.reason == "JobHeldAdmin" and not admin:
+                    errors.append({"id": j.display_id, "message": "Access/permission denied"})
+                    continue
+                req = dict(j.request)
+                req.pop("requeue_hold", None)
+                ok = self.store.update_job(j.id, ("PENDING",), hold=False, reason="None", priority=1,
+                                           request=req)
             else:
-                held = "JobHeldAdmin" if self.is_admin(caller) and caller.uid != j.uid else "JobHeldUser"
+                held = "JobHeldAdmin" if admin and caller.uid != j.uid and not user else "JobHeldUser"
                 ok = self.store.update_job(j.id, ("PENDING",), hold=True, reason=held, priority=0)
             if ok:
                 done.append(j.display_id)
+                if caller.uid != j.uid:
+                    self.store.audit(caller.uid, "job.release" if release else "job.hold", {"job": j.id})
         self.wake()
         return {"done": done, "errors": errors}
 
-    def requeue(self, caller: Caller, ids: list[str]) -> dict[str, Any]:
+    def requeue(self, caller: Caller, ids: list[str], hold: bool = False) -> dict[str, Any]:
+        """scontrol requeue: a running job ends its run (state REQUEUED) and pends again
+        with the same id, restarts + 1, begin time two minutes on. `hold` (requeuehold)
+        keeps it held afterwards, reason "job requeued in held state", until released."""
         jobs, errors = self._owned(caller, ids, "requeue")
         done = []
         for j in jobs:
             if j.state != "RUNNING":
                 errors.append({"id": j.display_id, "message": "Job is not running"})
                 continue
-            if self.store.update_job(j.id, ("RUNNING",), action="requeue", action_by=caller.uid):
+            vals: dict[str, Any] = {"action": "requeue", "action_by": caller.uid}
+            if hold:
+                # the run's end keeps `hold`; the controller words the reason from the flag
+                vals.update(hold=True, request={**j.request, "requeue_hold": True})
+            if self.store.update_job(j.id, ("RUNNING",), **vals):
                 done.append(j.display_id)
+                if caller.uid != j.uid:
+                    self.store.audit(caller.uid, "job.requeue", {"job": j.id, "hold": hold})
         self.wake()
         return {"done": done, "errors": errors}
 
     def update(self, caller: Caller, ids: list[str], changes: dict[str, Any]) -> dict[str, Any]:
-        allowed = {"time_limit_s", "nice", "account", "name", "comment", "partition", "qos"}
+        allowed = {"time_limit_s", "nice", "account", "name", "comment", "partition", "qos", "begin_time"}
         bad = set(changes) - allowed
         if bad:
             raise InvalidRequest(f"Update of {sorted(bad)[0]} is not supported")
@@ -322,7 +379,7 @@ class Service:
             if "nice" in vals and int(vals["nice"]) < 0 and not admin:
                 errors.append({"id": j.display_id, "message": "Access/permission denied"})
                 continue
-            if j.state != "PENDING" and set(vals) & {"account", "partition", "qos"}:
+            if j.state != "PENDING" and set(vals) & {"account", "partition", "qos", "begin_time"}:
                 errors.append({"id": j.display_id, "message": "Job is no longer pending execution"})
                 continue
             if "time_limit_s" in vals and not admin and j.time_limit_s not in (None, -1):
@@ -336,6 +393,13 @@ class Service:
                     errors.append({"id": j.display_id,
                                    "message": "Invalid account or account/partition combination specified"})
                     continue
+            if "begin_time" in vals:
+                # StartTime=: the new begin time is the job's EligibleTime too (Slurm)
+                begin = float(vals["begin_time"]) if vals["begin_time"] is not None else None
+                vals["begin_time"] = begin
+                vals["eligible_time"] = begin if begin else time.time()
+                if j.reason == "BeginTime":
+                    vals["reason"] = "None"
             if self.store.update_job(j.id, tuple(ACTIVE_STATES), **vals):
                 done.append(j.display_id)
                 if caller.uid != j.uid:

@@ -36,6 +36,7 @@ from typing import Any, NoReturn
 import psutil
 
 from batchd.launcher import (
+    CANCEL_NOTES,
     CONTROL_PREFIX,
     EXIT,
     LOCK,
@@ -196,10 +197,45 @@ class Supervisor:
                 if not (group_done and os.getpgid(proc.pid) == self.child):
                     os.kill(proc.pid, sig)
 
+    def _stepd_note(self, cause: str) -> None:
+        """Append slurmstepd's `*** JOB N ON node CANCELLED AT time[ DUE TO ...] ***` line
+        to the job's error file (CANCEL_NOTES), opened as the job's user (a forked child
+        drops to the user first when the supervisor is root). Failures are only logged."""
+        assert self.req is not None
+        note = CANCEL_NOTES.get(cause)
+        if note is None or self.reaped:
+            return
+        req = self.req
+        node = req.node or req.env.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime())
+        line = f"slurmstepd-{node}: error: *** JOB {req.job_id} ON {node} CANCELLED AT {stamp}{note} ***\n"
+        path = os.path.join(req.workdir, req.stderr or req.stdout)
+        if os.geteuid() != 0:
+            _append_line(path, line)
+            return
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            log.warning("stepd note not written error=%s", exc)
+            return
+        if pid == 0:  # child: become the user, append, leave
+            try:
+                groups = req.groups if req.groups is not None else os.getgrouplist(req.user, req.gid)
+                os.setgroups(groups)
+                os.setgid(req.gid)
+                os.setuid(req.uid)
+                _append_line(path, line)
+            finally:
+                os._exit(0)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
     # ------------------------------------------------------------ requests
-    def _begin_termination(self, reason: str, sig: int, grace_s: float, batch_only: bool = False) -> None:
+    def _begin_termination(self, reason: str, sig: int, grace_s: float, batch_only: bool = False,
+                           cause: str | None = None) -> None:
         if self.requested is None:
             self.requested = reason
+            self._stepd_note(cause or reason)
         log.info("job signalled job_id=%s reason=%s signal=%s grace_s=%s",
                  self.req.job_id if self.req else "?", reason, sig, grace_s)
         self._signal_job(sig, batch_only)
@@ -236,7 +272,7 @@ class Supervisor:
             if data.get("action") == "terminate" and data.get("reason") in REASON_STATE:
                 grace = data.get("grace_s")
                 self._begin_termination(data["reason"], sig, self.req.kill_wait_s if grace is None else grace,
-                                        bool(data.get("batch_only")))
+                                        bool(data.get("batch_only")), data.get("cause"))
             elif data.get("action") == "time_limit" and self.requested is None:
                 self._set_time_limit(data.get("time_limit_s"))
             elif data.get("action") == "signal":
@@ -365,7 +401,7 @@ class Supervisor:
                 next_ctl = now + CONTROL_SCAN_S
             if self.sig_at is not None and now >= self.sig_at:
                 log.info("job signal before time limit signal=%s", req.signal)
-                self._signal_job(int(req.signal[0]) if req.signal else signal.SIGTERM)
+                self._signal_job(int(req.signal[0]) if req.signal else signal.SIGTERM, req.signal_batch_only)
                 self.sig_at = None
                 self.signal_sent = True
             if self.limit_at is not None and now >= self.limit_at:
@@ -422,6 +458,21 @@ class Supervisor:
             "requested": self.requested, "error": self.error.decode(errors="replace") or None})
         log.info("job exited job_id=%s run=%s state=%s exit=%s:%s", self.req.job_id, self.req.run,
                  final, exit_code, sig)
+
+
+def _append_line(path: str, line: str) -> None:
+    """Append `line` to `path` (created 0666 & umask when missing); errors are logged."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    except OSError as exc:
+        log.warning("stepd note not written path=%s error=%s", path, exc)
+        return
+    try:
+        os.write(fd, line.encode())
+    except OSError as exc:
+        log.warning("stepd note not written path=%s error=%s", path, exc)
+    finally:
+        os.close(fd)
 
 
 def main(argv: list[str] | None = None) -> int:

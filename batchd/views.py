@@ -96,7 +96,7 @@ def job_view(j: Job, cfg: Config, now: float | None = None) -> dict[str, Any]:
         display = f"{j.array_job_id}_{j.array_task_id}"
     else:
         display = str(j.id)
-    return {
+    view = {
         "id": j.id, "array_job_id": j.array_job_id, "array_task_id": j.array_task_id,
         "array_task_str": task_str, "display_id": display,
         "array_max_running": req.get("array_max_running"),
@@ -108,15 +108,98 @@ def job_view(j: Job, cfg: Config, now: float | None = None) -> dict[str, Any]:
         "nodes": nodes, "node_list": j.node_list, "ntasks": int(req.get("tasks") or 1),
         "cpus": cpus, "mem_mb": mem, "tres_req": j.tres_req, "tres_alloc": j.tres_alloc,
         "gres": gpu_indices(alloc), "gpus_str": gpus_str(j),
-        "workdir": spec.get("workdir", ""), "stdout": req.get("stdout_path") or spec.get("output") or "",
-        "stderr": req.get("stderr_path") or spec.get("error") or "",
-        "command": spec.get("script_path") or "", "dependency": j.dependency, "requeue": j.requeue,
+        "workdir": spec.get("workdir", ""), "command": spec.get("script_path") or "", "dependency": j.dependency, "requeue": j.requeue,
         "restarts": j.restarts, "exit_code": exit_str(j.exit_code, j.exit_signal),
         "derived_exit_code": "0:0", "comment": j.comment,
-        "batch_host": next(iter(alloc), None), "start_estimate": req.get("start_estimate"),
+        "batch_host": next(iter(alloc), None), "start_estimate": j.start_estimate,
         "begin_time": j.begin_time, "hold": j.hold, "submit_host": spec.get("submit_host"),
         "cluster": cfg.cluster_name,
     }
+    view.update(request_keys(j, cfg))
+    view.update(std_paths(j))
+    if j.state == "PENDING" and j.begin_time and not j.hold and j.begin_time > (j.eligible_time or 0):
+        view["eligible_time"] = j.begin_time  # Slurm shows a pending job's begin time as eligible
+    return view
+
+
+#: Slurm's NO_VAL: the array task id of a job array's one pending record (and of a plain job)
+NO_VAL_TASK = 4294967294
+
+
+def _tres_items(items: list[dict[str, Any]]) -> str | None:
+    """Slurm 22.05's `gres:gpu:h200:2,gres:shard:4` for a list of {name, type, count}."""
+    out = []
+    for g in items:
+        if not g or not g.get("count"):
+            continue
+        name = g.get("name") or "gpu"
+        typ = f":{g['type']}" if g.get("type") else ""
+        out.append(f"gres:{name}{typ}:{int(g['count'])}")
+    return ",".join(out) or None
+
+
+def request_keys(j: Job, cfg: Config) -> dict[str, Any]:
+    """The optional JOB_VIEW keys that describe the request as submitted (protocol.py):
+    tres_per_node/_job/_task, mem_per_cpu_mb or mem_per_node_mb, mem_per_tres,
+    min_cpus, cpus_per_task, constraint."""
+    spec, req = j.spec, j.request
+    per_task = req.get("per_task") or {}
+    cpt = int(per_task.get("cpu") or spec.get("cpus_per_task") or 1)
+    gres = list(spec.get("gres") or [])
+    if spec.get("gpus_per_node"):
+        gres.append({"name": "gpu", **spec["gpus_per_node"]})
+    gpus = spec.get("gpus")
+    per_task_gpu = spec.get("gpus_per_task")
+    out: dict[str, Any] = {
+        "tres_per_node": _tres_items(gres),
+        "tres_per_job": _tres_items([{"name": "gpu", **gpus}]) if gpus else None,
+        "tres_per_task": _tres_items([{"name": "gpu", **per_task_gpu}]) if per_task_gpu else None,
+        "cpus_per_task": cpt, "min_cpus": cpt * int(spec.get("ntasks_per_node") or 1),
+        "mem_per_cpu_mb": None, "mem_per_node_mb": None, "mem_per_tres": None,
+        "constraint": spec.get("constraint"),
+    }
+    if spec.get("mem_mb") is not None:
+        out["mem_per_node_mb"] = int(spec["mem_mb"])
+    elif spec.get("mem_per_cpu_mb") is not None:
+        out["mem_per_cpu_mb"] = int(spec["mem_per_cpu_mb"])
+    elif spec.get("mem_per_gpu_mb") is not None and (gres or gpus or per_task_gpu):
+        out["mem_per_node_mb"] = 0
+        out["mem_per_tres"] = f"gres:gpu:{int(spec['mem_per_gpu_mb'])}"
+    else:
+        out["mem_per_cpu_mb"] = int(cfg.def_mem_per_cpu_mb)
+    return out
+
+
+def _slurm_path(pattern: str, j: Job, master: bool) -> str:
+    """A path as scontrol shows it (Slurm's own expansion of the job record): `%A`, `%a`,
+    `%j`, `%u`, `%x` only (`%N` and the rest stay), relative to the working directory.
+    `master`: the job array's one pending record (task id NO_VAL, the array's id)."""
+    is_array = j.array_job_id is not None
+    jid = j.array_job_id if master and is_array else j.id
+    task = NO_VAL_TASK if master or not is_array else j.array_task_id
+    codes = {"A": str(j.array_job_id if is_array else j.id), "a": str(task), "j": str(jid),
+             "u": j.user, "x": j.name}
+    out = pattern
+    for code, value in codes.items():
+        out = out.replace(f"%{code}", value)
+    if out.startswith("/"):
+        return out
+    return f"{(j.spec.get('workdir') or '').rstrip('/')}/{out}"
+
+
+def std_paths(j: Job) -> dict[str, str]:
+    """JOB_VIEW stdout/stderr/stdin as scontrol prints them (Slurm's own expansion, the
+    same before and after the job ran)."""
+    spec = j.spec
+    master = j.array_job_id is not None and j.state == "PENDING" and not j.restarts
+    if spec.get("output") in (None, ""):
+        out_pat = "slurm-%A_%a.out" if j.array_job_id is not None else "slurm-%j.out"
+    else:
+        out_pat = spec["output"]
+    stdout = _slurm_path(out_pat, j, master)
+    stderr = _slurm_path(spec["error"], j, master) if spec.get("error") else stdout
+    stdin = _slurm_path(spec["input"], j, master) if spec.get("input") else "/dev/null"
+    return {"stdout": stdout, "stderr": stderr, "stdin": stdin}
 
 
 def _state_label(state: str, by: int | None) -> str:
@@ -151,7 +234,11 @@ def _run_rows(j: Job, u: UsageRec, state: str, reason: str) -> list[dict[str, An
     alloc_nobill = dict(u.tres)
     alloc_nobill.pop("billing", None)
     nnodes = int(u.tres.get("node", 1) or 1)
-    main = _row(j, state=state, exit_code=exit_str(u.exit_code, u.exit_signal), start=u.start_time,
+    # a run ended by the system or a user (time limit, scancel, preemption, requeue) shows
+    # no signal in its job row; its batch step row below carries it (Slurm's accounting)
+    ended_by_request = u.state in ("TIMEOUT", "PREEMPTED", "REQUEUED") or u.state.startswith("CANCELLED")
+    main_exit = exit_str(u.exit_code, 0 if ended_by_request else u.exit_signal)
+    main = _row(j, state=state, exit_code=main_exit, start=u.start_time,
                 end=u.end_time, elapsed_s=elapsed, alloc_tres=format_tres(alloc_nobill, u.billing,
                                                                           alphabetical=True),
                 node_list=u.node_list, nnodes=nnodes, ncpus=int(u.tres.get("cpu", 0)),
