@@ -1,0 +1,76 @@
+"""bsub, bjobs and bkill against a real dev daemon (fixture in conftest.py)."""
+
+import re
+import time
+
+
+def submitted(r) -> int:
+    m = re.fullmatch(r"Job <(\d+)> is submitted to (?:default )?queue <([\w-]+)>\.\n", r.stdout)
+    assert m, r.stdout
+    return int(m.group(1))
+
+
+def test_bsub_runs_a_job_in_the_queue_account(lsf_cluster):
+    c = lsf_cluster
+    r = c.run("bsub", "-q", "training", "-J", "hello", "-n", "2", "-W", "5", "-o", "out.%J",
+              "-P", "projX", "echo", "hello from", "lsf")
+    assert r.stdout.endswith("is submitted to queue <training>.\n")
+    jid = submitted(r)
+    j = c.wait(jid, ("COMPLETED", "FAILED"))
+    assert j["state"] == "COMPLETED"
+    assert (j["account"], j["name"], j["time_limit_s"], j["ntasks"], j["comment"]) == \
+        ("training", "hello", 300, 2, "projX")
+    assert (c.root / f"out.{jid}").read_text() == "hello from lsf\n"
+    out = c.run("bjobs", "-a", "-w", str(jid)).stdout.splitlines()
+    assert out[0].split() == ["JOBID", "USER", "STAT", "QUEUE", "FROM_HOST", "EXEC_HOST", "JOB_NAME", "SUBMIT_TIME"]
+    assert out[1].split()[:4] == [str(jid), out[1].split()[1], "DONE", "training"]
+
+
+def test_bsub_from_stdin_with_directives_and_default_queue(lsf_cluster):
+    c = lsf_cluster
+    script = "#BSUB -J viastdin\n#BSUB -oo stdin.%J\necho $SLURM_JOB_NAME\n"
+    r = c.run("bsub", input=script)
+    assert "is submitted to default queue <" in r.stdout
+    jid = submitted(r)
+    c.wait(jid, ("COMPLETED",))
+    assert (c.root / f"stdin.{jid}").read_text() == "viastdin\n"
+
+
+def test_dependency_pending_reason_and_bkill(lsf_cluster):
+    c = lsf_cluster
+    first = submitted(c.run("bsub", "-q", "training", "-J", "first", "sleep", "30"))
+    c.wait(first, ("RUNNING",))
+    second = submitted(c.run("bsub", "-q", "training", "-w", f"done({first})", "true"))
+    deadline = time.time() + 10
+    while c.job(second)["reason"] != "Dependency" and time.time() < deadline:
+        time.sleep(0.1)
+    pend = c.run("bjobs", "-p").stdout.splitlines()
+    row = next(i for i, line in enumerate(pend) if line.split()[0] == str(second))
+    assert pend[row].split()[2] == "PEND"
+    assert pend[row + 1] == " Job dependency condition not satisfied;"
+    running = c.run("bjobs", "-r", "-noheader").stdout.split()
+    assert running[:3] == [str(first), running[1], "RUN"]
+    r = c.run("bkill", str(first))
+    assert r.stdout == f"Job <{first}> is being terminated\n"
+    assert c.wait(first, ("CANCELLED",))["state"] == "CANCELLED"
+    # afterok on a cancelled job can never be satisfied
+    deadline = time.time() + 10
+    while c.job(second)["reason"] != "DependencyNeverSatisfied" and time.time() < deadline:
+        time.sleep(0.1)
+    assert c.job(second)["reason"] == "DependencyNeverSatisfied"
+    assert c.run("bkill", "0").stdout == f"Job <{second}> is being terminated\n"
+    r = c.run("bkill", "999999", check=False)
+    assert r.returncode == 255 and r.stderr == "Job <999999>: No matching job found\n"
+
+
+def test_refusals_store_nothing(lsf_cluster):
+    c = lsf_cluster
+    before = c.run("bjobs", "-a", "-u", "all", check=False).stdout
+    r = c.run("bsub", "-Is", "bash", check=False)
+    assert r.returncode == 255 and "interactive jobs" in r.stderr and r.stdout == ""
+    r = c.run("bsub", "-q", "nosuchqueue", "true", check=False)
+    assert r.returncode == 255
+    assert r.stderr == "nosuchqueue: No such queue, or you may not submit to it. Job not submitted.\n"
+    r = c.run("bsub", "-gpu", "num=9", "true", check=False)
+    assert r.returncode == 255 and r.stderr.endswith("Job not submitted.\n")
+    assert c.run("bjobs", "-a", "-u", "all", check=False).stdout == before
