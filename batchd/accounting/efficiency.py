@@ -14,7 +14,7 @@ import logging
 import time
 from typing import Any
 
-import psutil
+import psutil  # type: ignore[import-untyped]
 
 from batchd.store import Store
 from batchd.store import accounting as sql

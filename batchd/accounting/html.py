@@ -34,7 +34,7 @@ def _daily_svg(daily: dict[str, dict[str, float]], accounts: list[str]) -> str:
              f'<text x="{left - 5}" y="{h - bottom}" text-anchor="end" font-size="11">0</text>']
     for i, d in enumerate(days):
         x = left + i * step + (step - bw) / 2
-        y = h - bottom
+        y = float(h - bottom)
         for a in accounts:
             v = daily[d].get(a, 0.0)
             if v <= 0:

@@ -11,6 +11,7 @@ usage records (the sum over jobs, not the rollups), must round to the same cents
 
 from __future__ import annotations
 
+import datetime as _dt
 import math
 from collections import defaultdict
 from decimal import Decimal
@@ -115,20 +116,21 @@ def build_report(store: Store, *, start: int, end: int, now: float, group_by: li
         if p:
             costs[gvals] += p * Fraction(amount)
     extra, extra_runs = _extra_runs(store, start, end, now, accts, usrs)
-    for k, v in extra.items():
-        gvals = tuple(k[_KEY_INDEX[g]] for g in group_by)
-        amounts[gvals][k[5]] += v
-        p = unit_price(book, k[5], k[0])
+    for key, v in extra.items():
+        gvals = tuple(str(key[_KEY_INDEX[g]]) for g in group_by)
+        amounts[gvals][key[5]] += v
+        p = unit_price(book, key[5], key[0])
         if p:
             costs[gvals] += p * Fraction(v)
 
     # ---- the job side: straight from usage records (+ the same running jobs)
-    keys = sorted({t for a in amounts.values() for t in a} - NOT_CHARGED)
-    priced = [k for k in keys if any(unit_price(book, k, a) for a, _ in segments)]
+    # every TRES that has a price, and every GPU type seen (they may fall back to gres/gpu)
+    names = ({t for tres_s in amounts.values() for t in tres_s} | {p.tres for p in book.prices}) - NOT_CHARGED
+    priced = [t for t in sorted(names) if any(unit_price(book, t, a) for a, _ in segments)]
     job_sums = sql.job_side_sums(store, segments, priced, accounts, users)
     jobs_exact = Fraction(0)
-    for (idx, k), v in job_sums.items():
-        jobs_exact += (unit_price(book, k, segments[idx][0]) or 0) * Fraction(v)
+    for (idx, t), v in job_sums.items():
+        jobs_exact += (unit_price(book, t, segments[idx][0]) or 0) * Fraction(v)
     jobs_exact += _running_cost(store, book, start, end, now, accts, usrs)
 
     # ---- per hour: borrowed GPU-hours, idle capacity, daily chart
@@ -158,9 +160,9 @@ def build_report(store: Store, *, start: int, end: int, now: float, group_by: li
                 if p and free:
                     idle_exact += p * Fraction(free)
     acct_hour: dict[tuple[str, int], float] = defaultdict(float)
-    for h, a, t, v in hourly:
+    for h, acct, t, v in hourly:
         if t == "gres/gpu":
-            acct_hour[(a, h)] += v
+            acct_hour[(acct, h)] += v
 
     # ---- rows
     only_account = group_by == ["account"]
@@ -174,7 +176,7 @@ def build_report(store: Store, *, start: int, end: int, now: float, group_by: li
     row_cost = _allocate_cents([costs[g] for g in order], total)
     rows: list[dict[str, Any]] = []
     for gvals, cost in zip(order, row_cost, strict=True):
-        a = amounts[gvals]
+        a: dict[str, float] = amounts[gvals]
         row: dict[str, Any] = dict(zip(group_by, gvals, strict=True))
         row["gpu_hours"] = _hours(a.get("gres/gpu", 0.0))
         row["gpu_hours_by_type"] = {t.split(":", 1)[1]: _hours(v) for t, v in sorted(a.items())
@@ -208,11 +210,11 @@ def build_report(store: Store, *, start: int, end: int, now: float, group_by: li
             weights = {r["account"]: r["gpu_hours"] for r in rows}
         wsum = sum(weights.values()) or 1.0
         shares = [Fraction(weights[r["account"]]) / Fraction(wsum) for r in rows]
-        idle_costs = _allocate_cents([s * idle_exact for s in shares], idle_cost)
-        for r, s, c in zip(rows, shares, idle_costs, strict=True):
-            r["idle_gpu_hours"] = _hours(float(s) * idle_s)
-            r["idle_cost"] = str(c)
-            r["cost_with_idle"] = str(Decimal(r["cost"]) + c)
+        idle_costs = _allocate_cents([sh * idle_exact for sh in shares], idle_cost)
+        for r, sh, ic in zip(rows, shares, idle_costs, strict=True):
+            r["idle_gpu_hours"] = _hours(float(sh) * idle_s)
+            r["idle_cost"] = str(ic)
+            r["cost_with_idle"] = str(Decimal(r["cost"]) + ic)
 
     jobs_total = to_money(jobs_exact)
     out: dict[str, Any] = {
@@ -237,13 +239,11 @@ def build_report(store: Store, *, start: int, end: int, now: float, group_by: li
         out["totals"]["cost_with_idle"] = str(total + (idle_cost if rows and only_account else 0))
     if daily:
         days: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-        import datetime as _dt
-
-        for h, a, t, v in hourly:
+        for h, acct, t, v in hourly:
             if t == "gres/gpu":
                 d = _dt.datetime.fromtimestamp(h, _dt.UTC).strftime("%Y-%m-%d")
-                days[d][a] += v / HOUR_S
-        out["daily"] = {d: {a: round(v, 4) for a, v in sorted(x.items())} for d, x in sorted(days.items())}
+                days[d][acct] += v / HOUR_S
+        out["daily"] = {d: {n: round(v, 4) for n, v in sorted(x.items())} for d, x in sorted(days.items())}
     if raw:
         out["capacity"] = cap
     return out

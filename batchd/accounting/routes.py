@@ -58,7 +58,7 @@ def report(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[str,
     for g in by:
         if g not in GROUPS:
             raise InvalidRequest(f"--by {g}: one of account, user, gpu-type, node")
-    zero_s = float(q.get("zero_gpu_s") or getattr(service.cfg, "zero_gpu_flag_s", ZERO_GPU_S_DEFAULT))
+    zero_s = float(q.get("zero_gpu_s") or getattr(service.cfg, "zero_gpu_flag_s", None) or ZERO_GPU_S_DEFAULT)
     rep = build_report(service.store, start=start, end=end, now=now, group_by=by,
                        accounts=_list(q, "accounts"), users=_list(q, "users"),
                        spread_idle=q.get("spread_idle") == "1", zero_gpu_s=zero_s,

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from sqlalchemy import Integer, case, cast, func, select
+from sqlalchemy import Integer, case, cast, func, insert, select
 
 from batchd.accounting.prices import Price
 from batchd.store import Store
@@ -165,7 +165,7 @@ def apply_rollup(store: Store, usage_ids: list[int], sums: dict[tuple[int, str, 
     (IntegrityError) instead of counting it twice."""
     with store.tx() as s:
         if usage_ids:
-            s.execute(RollupLedger.__table__.insert(), [{"usage_id": i, "rolled_at": now} for i in usage_ids])
+            s.execute(insert(RollupLedger), [{"usage_id": i, "rolled_at": now} for i in usage_ids])
         if fault_hook is not None:
             fault_hook("ledger")
         if sums:
