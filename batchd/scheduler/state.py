@@ -65,6 +65,7 @@ class Session:
                 m = q.get("max_gpus_per_user", -1)
                 if isinstance(m, int | float) and not isinstance(m, bool) and m >= 0:
                     qos_limits[q["name"]] = float(m)
+        self._req_cache: dict[tuple, tuple] = {}
         self.jobs: list[JobRT] = []
         self.pending: list[JobRT] = []
         self.ineligible: list[JobRT] = []
@@ -132,6 +133,19 @@ class Session:
         return all(a.limit[key] != 0 for a in q.path)
 
     def _job_request(self, j: JobRT) -> None:
+        """Fill R, gpus_total, pools, shape, amounts. Identical requests share one (read-only)
+        result: most snapshots hold many jobs of few shapes."""
+        pt = j.spec.per_task
+        key = (j.queue, tuple(pt.items()), j.tasks, j.nodes, j.tpn, j.preemptible, j.prio, j.time_limit,
+               j.user if j.qos_max is not None else None, j.allowed, j.exclusive)
+        hit = self._req_cache.get(key)
+        if hit is not None:
+            j.R, j.gpus_total, j.pools, j.shape, j.amounts, j.time_limit_key = hit
+            return
+        self._compute_request(j)
+        self._req_cache[key] = (j.R, j.gpus_total, j.pools, j.shape, j.amounts, j.time_limit_key)
+
+    def _compute_request(self, j: JobRT) -> None:
         tasks = j.tasks
         R = {"cpu": j.cpu * tasks, "mem": j.mem * tasks}
         gpu = float(j.untyped)
