@@ -49,7 +49,8 @@ Show batchd jobs in LSF's layout (queue = batchd account).
   -q queue         jobs in this queue (batchd account)
   -m host          jobs running on this host
   job_ID ...       these jobs (also finished ones), 123 or "123[4]" for an array element
-  -h, --help       this help;  -V, --version  the version
+  -h, --help       this help
+  -V, --version    the version
 
 STAT: PEND pending, PSUSP held while pending, RUN running, USUSP suspended,
 DONE completed with exit code 0, EXIT failed, cancelled, timed out or preempted.

@@ -47,7 +47,8 @@ Cancel batchd jobs (or send them a signal) with LSF's options. Queue = batchd ac
   -r               cancel at once (the same as without -s in batchd)
   -b, -d, -C reason  accepted, no effect
   -l               list the signal names
-  -h, --help       this help;  -V, --version  the version
+  -h, --help       this help
+  -V, --version    the version
 """
 
 

@@ -60,7 +60,7 @@ Submit a batch job to batchd with LSF's options. Queue = batchd account.
   -J name[idx]%N   job name; name[1-10:2]%3 submits a job array (%N throttle)
   -q queue         queue = the batchd account to charge (default: your default account)
   -n min[,max]     number of tasks (slots); max is ignored
-  -W [hour:]minute run limit (minutes)
+  -W [hour:]minute  run limit (minutes)
   -o file          stdout, appended (%J = job id, %I = array index); stderr too unless -e
   -oo file         stdout, overwritten
   -e file          stderr, appended
@@ -85,11 +85,13 @@ Submit a batch job to batchd with LSF's options. Queue = batchd account.
   -u user -B -N    mail options: accepted, no mail is sent
   -K               wait for the job to finish; exit with its exit code
   -env "all|none|VAR[=val], ..."  environment given to the job (default all)
-  -h, --help       this help;  -V, --version  the version
+  -I, -Ip, -Is, -IS, -ISp, -ISs, -IX  refused: batchd has no interactive jobs
+  -t time          refused: batchd has no termination deadlines (use -W)
+  -h, --help       this help
+  -V, --version    the version
 
-Refused: -I, -Ip, -Is, -IS, -ISp, -ISs, -IX (batchd has no interactive jobs) and
--t (no termination deadlines). Accepted and ignored: -We -L -G -g -app -sla -Lp -E -Ep
--a -c -D -F -S -v -p -T -C -U -Q -s -ul -Zs -Jd.
+Accepted and ignored: -We -L -G -g -app -sla -Lp -E -Ep -a -c -D -F -S -v -p -T -C -U
+-Q -s -ul -Zs -Jd.
 #BSUB lines before a script's first command act as options; the command line wins.
 """
 
