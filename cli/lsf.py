@@ -1,6 +1,7 @@
 """LSF grammar -> batchd (Slurm) terms, shared by `bsub`, `bjobs` and `bkill`.
 
-Pure functions, builtins only (bsub imports this on every call; startup must stay fast).
+Pure functions, builtins only (bsub imports this on every call; startup must stay fast:
+`re`, which pulls in enum, is imported only by the parsers of -R, -w and job ids).
 Each parser raises `LsfError(text)` with the complete LSF-style message (without the
 trailing "Job not submitted."; the command adds its own tail). The mapping is
 documented for users in docs/lsf.md:
@@ -19,7 +20,6 @@ documented for users in docs/lsf.md:
 - job ids `123` and array elements `123[4]` -> `123` and `123_4`.
 """
 
-import re
 import time
 
 __all__ = ["LsfError", "runlimit_s", "parse_gpu", "parse_resreq", "mem_mb", "convert_dependency",
@@ -50,20 +50,31 @@ def runlimit_s(text):
 
 _UNITS = {"K": 1 / 1024, "KB": 1 / 1024, "M": 1, "MB": 1, "G": 1024, "GB": 1024,
           "T": 1024 ** 2, "TB": 1024 ** 2, "P": 1024 ** 3, "PB": 1024 ** 3}
-_MEM_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]B?)?\s*$", re.IGNORECASE)
+
+
+def _number_unit(text):
+    """`1.5 GB` -> ("1.5", "GB"); (None, None) unless digits[.digits] then letters."""
+    t = (text or "").strip()
+    i = 0
+    while i < len(t) and (t[i].isdigit() or t[i] == "."):
+        i += 1
+    num, unit = t[:i], t[i:].strip()
+    if not num or num.count(".") > 1 or num[0] == "." or num[-1] == "." or not (unit == "" or unit.isalpha()):
+        return None, None
+    return num, unit
 
 
 def mem_mb(text, default_unit="MB"):
     """An LSF memory amount (`4096`, `4G`, `512MB`, `1.5GB`) -> MiB, rounded up; a bare
     number is in `default_unit` (LSF_UNIT_FOR_LIMITS: KB, MB, GB, ...)."""
-    m = _MEM_RE.match(text or "")
-    if not m:
+    num, unit = _number_unit(text)
+    if num is None or (unit and unit.upper() not in _UNITS):
         raise LsfError(f"{text}: Bad memory specification")
-    unit = (m.group(2) or default_unit or "MB").upper()
+    unit = (unit or default_unit or "MB").upper()
     mult = _UNITS.get(unit)
     if mult is None:
         raise LsfError(f"LSF_UNIT_FOR_LIMITS={default_unit}: unknown unit")
-    v = float(m.group(1)) * mult
+    v = float(num) * mult
     out = int(v) if v == int(v) else int(v) + 1
     if out <= 0:
         raise LsfError(f"{text}: Bad memory specification")
@@ -95,7 +106,7 @@ def parse_gpu(text):
         elif key == "gmodel":
             model = val
         elif key == "mig":
-            if re.match(r"^\d+(/\d+)?$", val):
+            if val.replace("/", "", 1).isdigit():
                 raise LsfError(f"{text}: MIG sizes (mig=GI[/CI]) are not supported by batchd: "
                                "give the MIG profile name, e.g. mig=1g.24gb")
             mig = val
@@ -106,7 +117,6 @@ def parse_gpu(text):
     return {"name": "gpu", "type": mig or model, "count": count}
 
 
-_SECTION_RE = re.compile(r"(\w+)\s*\[([^\]]*)\]")
 
 
 def _first_alternative(text):
@@ -126,9 +136,11 @@ def parse_resreq(texts, default_unit="MB"):
     host), nodes, ntasks_per_node, cpus_per_task. Later strings win; of alternatives
 (`{...} || {...}`, `rusage[mem=2G || mem=1G]`) the first is taken. `select`, `order`,
     `same`, `cu` and bare selection strings are accepted and ignored."""
+    import re
+
     out = {}
     for text in texts:
-        for name, body in _SECTION_RE.findall(_first_alternative(text)):
+        for name, body in re.findall(r"(\w+)\s*\[([^\]]*)\]", _first_alternative(text)):
             name = name.lower()
             if name == "rusage":
                 body = body.split("||")[0]
@@ -162,14 +174,17 @@ def parse_resreq(texts, default_unit="MB"):
 
 # ------------------------------------------------------------------------------ -w
 _DEP_TYPES = {"done": "afterok", "ended": "afterany", "exit": "afternotok", "started": "after"}
-_TOKEN_RE = re.compile(r"\s*(&&|\|\||!|\(|\)|,|\"[^\"]*\"|'[^']*'|[^\s()&|!,\"'\[]+\[[^\]]*\]|[^\s()&|!,\"']+)")
+_TOKEN = (r"\s*(&&|\|\||!|\(|\)|,|\"[^\"]*\"|'[^']*'|[^\s()&|!,\"'\[]+\[[^\]]*\]|[^\s()&|!,\"']+)")
 
 
 def _tokens(text):
+    import re
+
+    token_re = re.compile(_TOKEN)
     pos, out = 0, []
     text = text.strip()
     while pos < len(text):
-        m = _TOKEN_RE.match(text, pos)
+        m = token_re.match(text, pos)
         if not m or not m.group(1):
             raise LsfError(f"{text}: Dependency condition syntax error")
         out.append(m.group(1))
@@ -179,6 +194,8 @@ def _tokens(text):
 
 def _job_refs(arg, resolve_name):
     """A job argument of a condition -> Slurm job references (`123`, `123_4`)."""
+    import re
+
     a = arg.strip().strip("\"'")
     m = re.match(r"^(\d+)(?:\[([\d,\-*]+)\])?$", a)
     if m:
@@ -330,17 +347,22 @@ def output_pattern(text, array=True):
 
 def split_array_name(text):
     """`-J "name[1-10:2]%3"` -> ("name", "1-10:2%3"); a plain name -> (name, None)."""
-    m = re.match(r"^(.*?)\[([\d,\-:]+)\](?:%(\d+))?$", text.strip())
-    if not m:
+    t = text.strip()
+    head, pct, throttle = t.rpartition("%")
+    if not pct or not throttle.isdigit():
+        head, throttle = t, ""
+    name, br, rest = head.partition("[")
+    if not br or not rest.endswith("]") or not rest[:-1] or any(c not in "0123456789,-:" for c in rest[:-1]):
         return text, None
-    arr = m.group(2) + (f"%{m.group(3)}" if m.group(3) else "")
-    return m.group(1) or "", arr
+    return name, rest[:-1] + (f"%{throttle}" if throttle else "")
 
 
 # ------------------------------------------------------------------------ bjobs/bkill
 def job_id_arg(text):
     """A bjobs/bkill job argument (`123`, `123[4]`, `"123[4]"`) -> batchd's id text
     (`123`, `123_4`), or None when it is not a job id."""
+    import re
+
     m = re.match(r"^(\d+)(?:\[(\d+)\])?$", text.strip().strip("\"'"))
     if not m:
         return None

@@ -174,3 +174,18 @@ def test_help_and_version(capsys):
     with pytest.raises(SystemExit) as e:
         bspec(["-V"])
     assert e.value.code == 0
+
+
+def test_bsub_stays_light():
+    """bsub's startup budget: building a spec imports none of the heavy modules."""
+    import subprocess
+    import sys
+
+    code = ("import io, sys\nfrom batchd.cli import bsub\n"
+            "bsub.build(['-q', 'a', '-J', 'x[1-3]', '-W', '5', '-M', '4G', '-gpu', 'num=1', '-o', 'o.%J',"
+            " '-R', 'rusage[mem=1G]', '-w', 'done(1)', 'true'], {'PATH': '/bin'}, stdin=io.StringIO(''))\n"
+            "print(' '.join(m for m in ('click', 'sqlalchemy', 'http.client', 'dataclasses', 'urllib.request')"
+            " if m in sys.modules))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == ""
