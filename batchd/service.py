@@ -185,7 +185,9 @@ class Service:
         """Jobs by Slurm id strings (`123`, `123_4`, `123_[1-3]`); without ids the active
         jobs plus those that ended within MinJobAge (squeue shows them as CD/F/CA)."""
         if ids:
-            plain, arrays, tasks = set(), set(), {}
+            plain: set[int] = set()
+            arrays: set[int] = set()
+            tasks: dict[int, set[int]] = {}
             for raw in ids:
                 jid, task = views.parse_job_id(raw)
                 if task is None:
