@@ -61,7 +61,8 @@ Submit a batch job to batchd with LSF's options. Queue = batchd account.
   -q queue         queue = the batchd account to charge (default: your default account)
   -n min[,max]     number of tasks (slots); max is ignored
   -W [hour:]minute  run limit (minutes)
-  -o file          stdout, appended (%J = job id, %I = array index); stderr too unless -e
+  -o file          stdout, appended (%J = job id, %I = array index); stderr too unless -e;
+                   a directory gets <job id>.out (-e: <job id>.err) in it
   -oo file         stdout, overwritten
   -e file          stderr, appended
   -eo file         stderr, overwritten
@@ -321,6 +322,11 @@ def build(argv, environ, stdin=None, cwd=None, resolve_name=None):
     spec["submit_dir"] = cwd
     wd = merged.get("cwd")
     spec["workdir"] = os.path.normpath(os.path.join(cwd, wd)) if wd else cwd
+    for key, suffix in (("output", "out"), ("error", "err")):
+        path = spec.get(key)
+        if path and (path.endswith("/") or os.path.isdir(os.path.join(spec["workdir"], path.replace("%%", "%")))):
+            # LSF: an output directory gets the file <job id>.out (.err) in it
+            spec[key] = path.rstrip("/") + f"/%j.{suffix}"
     spec["export"] = s.get("export", "ALL")
     spec["environment"] = sbatch.job_environment(s.get("export"), environ)
     spec["submit_host"] = os.uname().nodename.split(".")[0]

@@ -189,3 +189,11 @@ def test_bsub_stays_light():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == ""
+
+
+def test_output_directory_gets_job_id_files(tmp_path):
+    (tmp_path / "logs").mkdir()
+    spec = bspec(["-o", "logs", "-e", "errs/", "true"], cwd=str(tmp_path))
+    assert spec["output"] == "logs/%j.out"
+    assert spec["error"] == "errs/%j.err"
+    assert bspec(["-o", "logs.txt", "true"], cwd=str(tmp_path))["output"] == "logs.txt"
