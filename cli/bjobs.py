@@ -11,13 +11,138 @@ and with one ` reason;` line per job, `-l` the long form.
 Rows: running and suspended jobs first, then pending, then finished, each by job id.
 Array elements show the array's job id and `name[index]`, as LSF does.
 Exit: 0; 255 when a job given by id is not found or the options are wrong.
+
+The helpers at the top (LSF's STAT of a job, its pending reason in LSF's words, LSF job
+ids `123[4]`, the LSF command-line parser) are bkill's too.
 """
 
 import sys
 import time
 
-from batchd.cli import fmt, lsf
+from batchd.cli import fmt
 from batchd.cli.lsf import LsfError
+
+
+# ------------------------------------------------------- LSF's view of a job (also bkill's)
+def job_id_arg(text):
+    """A bjobs/bkill job argument (`123`, `123[4]`, `"123[4]"`) -> batchd's id text
+    (`123`, `123_4`), or None when it is not a job id."""
+    import re
+
+    m = re.match(r"^(\d+)(?:\[(\d+)\])?$", text.strip().strip("\"'"))
+    if not m:
+        return None
+    return m.group(1) + (f"_{m.group(2)}" if m.group(2) else "")
+
+
+_HELD = ("JobHeldUser", "JobHeldAdmin", "job requeued in held state")
+_EXIT_STATES = ("FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY",
+                "BOOT_FAIL", "DEADLINE")
+
+
+def stat(job):
+    """A JOB_VIEW's LSF status: PEND, PSUSP (held while pending), RUN, USUSP, DONE, EXIT."""
+    state = job.get("state") or ""
+    if state in ("PENDING", "REQUEUED", "REQUEUE_HOLD"):
+        if state == "REQUEUE_HOLD" or (job.get("reason") or "") in _HELD:
+            return "PSUSP"
+        return "PEND"
+    if state in ("RUNNING", "COMPLETING", "CONFIGURING", "SIGNALING", "STAGE_OUT"):
+        return "RUN"
+    if state in ("SUSPENDED", "STOPPED"):
+        return "USUSP"
+    if state == "COMPLETED":
+        return "DONE"
+    if state in _EXIT_STATES:
+        return "EXIT"
+    return state[:5] or "UNKWN"
+
+
+# Slurm reason codes -> LSF's wording of bjobs -p
+_REASONS = {
+    "None": "New job is waiting for scheduling",
+    "Priority": "Job is waiting for higher-priority jobs in the queue to start",
+    "Resources": "Not enough GPUs, job slots or memory available on the hosts",
+    "Dependency": "Job dependency condition not satisfied",
+    "DependencyNeverSatisfied": "Dependency condition invalid or never satisfied",
+    "BeginTime": "The job has not yet reached its specified begin time",
+    "JobHeldUser": "The job was suspended by the user while pending",
+    "JobHeldAdmin": "The job was suspended by LSF admin or root while pending",
+    "ReqNodeNotAvail": "The specified hosts are not available",
+    "PartitionTimeLimit": "The run limit is larger than the queue's limit",
+    "QOSMaxGRESPerUser": "The user has reached the GPU limit of the job's QOS",
+    "JobArrayTaskLimit": "The job array has reached its job slot limit",
+}
+
+
+def pending_reason(job):
+    """The `bjobs -p` line for a pending job (without the leading space and trailing `;`):
+    LSF's wording where there is one, else the Slurm reason code. Account (queue) limits
+    read as the queue's limit."""
+    reason = job.get("reason") or "None"
+    text = _REASONS.get(reason)
+    if text:
+        return text
+    if reason.startswith("AssocGrp"):
+        return f"The queue has reached its {reason[8:]} limit ({reason})"
+    if reason.startswith("AssocMax") or reason.startswith("QOS"):
+        return f"A limit of the queue or QOS is reached ({reason})"
+    return reason
+
+
+def submit_time(epoch):
+    """LSF's short SUBMIT_TIME (`Nov 30 15:54`, local time); empty for None."""
+    if not epoch:
+        return ""
+    return time.strftime("%b %d %H:%M", time.localtime(epoch))
+
+
+def truncate(text, width):
+    """LSF's truncation of a long column value: `*` then its last width-1 characters."""
+    s = "" if text is None else str(text)
+    if len(s) <= width:
+        return s
+    return "*" + s[len(s) - width + 1:]
+
+
+def parse_args(prog, argv, table):
+    """LSF's command line for bjobs/bkill: single-dash options of one or more letters,
+    `table` mapping `-opt` -> (key, takes a value); every other argument is positional
+    (anywhere on the line; all after `--`). Returns (values, positionals); a value given
+    twice keeps the last. Raises LsfError for an unknown option or a missing value."""
+    values, rest, i = {}, [], 0
+    while i < len(argv):
+        a = argv[i]
+        i += 1
+        if a == "--":
+            rest.extend(argv[i:])
+            break
+        if not a.startswith("-") or a == "-" or a.lstrip("-").isdigit():
+            rest.append(a)
+            continue
+        spec = table.get(a)
+        value = None
+        if spec is None and len(a) > 2 and table.get(a[:2], (None, False))[1]:
+            spec, value = table[a[:2]], a[2:]
+        if spec is None:
+            raise LsfError(f"{prog}: illegal option -- {a.lstrip('-')}\n"
+                           f"Usage: {prog} -h for help")
+        key, takes = spec
+        if takes and value is None:
+            if i >= len(argv):
+                raise LsfError(f"{prog}: option requires an argument -- {a.lstrip('-')}")
+            value = argv[i]
+            i += 1
+        values[key] = value if takes else True
+    return values, rest
+
+
+def lsf_id(display_id):
+    """batchd's `123_4` -> LSF's `123[4]`; other ids unchanged."""
+    s = str(display_id)
+    jid, sep, task = s.partition("_")
+    return f"{jid}[{task}]" if sep and task.isdigit() else s
+
 
 PROG = "bjobs"
 OPTIONS = {
@@ -91,11 +216,11 @@ def select(jobs, opts):
         want = ("PSUSP", "USUSP", "SSUSP")
     elif opts.get("done"):
         want = ("DONE", "EXIT")
-    out = [j for j in jobs if want is None or lsf.stat(j) in want]
+    out = [j for j in jobs if want is None or stat(j) in want]
     host = opts.get("host")
     if host:
         out = [j for j in out if host in fmt.expand_hostlist(j.get("node_list") or "")]
-    return sorted(out, key=lambda j: (_ORDER.get(lsf.stat(j), 3), j.get("array_job_id") or j["id"],
+    return sorted(out, key=lambda j: (_ORDER.get(stat(j), 3), j.get("array_job_id") or j["id"],
                                       j.get("array_task_id") or 0))
 
 
@@ -114,7 +239,7 @@ def job_name(job):
 
 def exec_hosts(job):
     """EXEC_HOST values, one per host: `host` or `N*host` for N tasks on it; [] while pending."""
-    if lsf.stat(job) in ("PEND", "PSUSP"):
+    if stat(job) in ("PEND", "PSUSP"):
         return []
     hosts = fmt.expand_hostlist(job.get("node_list") or "")
     if not hosts:
@@ -135,7 +260,7 @@ def short_lines(jobs, opts):
             v = values[i]
             if i < 7:
                 if not wide and i > 0:
-                    v = lsf.truncate(v, WIDTHS[i])
+                    v = truncate(v, WIDTHS[i])
                 v = v.ljust(WIDTHS[i])
             cells.append(v)
         return " ".join(cells).rstrip()
@@ -143,15 +268,15 @@ def short_lines(jobs, opts):
     lines = [] if opts.get("noheader") else [row(HEADER)]
     for j in jobs:
         hosts = exec_hosts(j)
-        st = lsf.stat(j)
+        st = stat(j)
         lines.append(row((job_id(j), j.get("user") or "", st, j.get("account") or "",
                           j.get("submit_host") or "", hosts[0] if hosts else "", job_name(j),
-                          lsf.submit_time(j.get("submit_time")))))
+                          submit_time(j.get("submit_time")))))
         if not pending:
             for h in hosts[1:]:
                 lines.append(" " * 45 + h)
         if pending and st in ("PEND", "PSUSP"):
-            lines.append(f" {lsf.pending_reason(j)};")
+            lines.append(f" {pending_reason(j)};")
     return lines
 
 
@@ -161,9 +286,9 @@ def _when(epoch):
 
 def long_lines(job):
     """`bjobs -l` for one job (LSF's long form, not wrapped at 80 columns)."""
-    st = lsf.stat(job)
+    st = stat(job)
     project = job.get("comment") or "default"
-    out = [f"Job <{lsf.lsf_id(job.get('display_id') or job['id'])}>, Job Name <{job_name(job)}>, "
+    out = [f"Job <{lsf_id(job.get('display_id') or job['id'])}>, Job Name <{job_name(job)}>, "
            f"User <{job.get('user')}>, Project <{project}>, Status <{st}>, Queue <{job.get('account')}>, "
            f"Command <{job.get('command') or job.get('name') or ''}>"]
     sub = (f"{_when(job.get('submit_time'))}: Submitted from host <{job.get('submit_host') or ''}>, "
@@ -199,7 +324,7 @@ def long_lines(job):
             what = f"Exited with exit code {status}."
         out.append(f"{_when(job['end_time'])}: {what}")
     if st in ("PEND", "PSUSP"):
-        out += ["", " PENDING REASONS:", f" {lsf.pending_reason(job)};"]
+        out += ["", " PENDING REASONS:", f" {pending_reason(job)};"]
     out += ["", " SCHEDULING PARAMETERS:", f" Slurm state <{job.get('state')}>, reason <{job.get('reason')}>, "
             f"priority <{job.get('priority')}>, partition <{job.get('partition')}>, qos <{job.get('qos')}>"]
     return out
@@ -209,7 +334,7 @@ def main(argv=None):
     """Entry point of the `bjobs` console script."""
     argv = sys.argv[1:] if argv is None else argv
     try:
-        opts, args = lsf.parse_args(PROG, argv, OPTIONS)
+        opts, args = parse_args(PROG, argv, OPTIONS)
     except LsfError as e:
         sys.stderr.write(e.message + "\n")
         return 255
@@ -221,7 +346,7 @@ def main(argv=None):
         return 0
     ids = []
     for a in args:
-        i = lsf.job_id_arg(a)
+        i = job_id_arg(a)
         if i is None:
             sys.stderr.write(f"{a}: Illegal job ID.\n")
             return 255
@@ -231,7 +356,7 @@ def main(argv=None):
     for i in ids:
         if not any(str(j["id"]) == i or j.get("display_id") == i or str(j.get("array_job_id")) == i
                    for j in jobs):
-            sys.stderr.write(f"Job <{lsf.lsf_id(i)}> is not found\n")
+            sys.stderr.write(f"Job <{lsf_id(i)}> is not found\n")
             rc = 255
     jobs = select(jobs, opts)
     if not jobs:

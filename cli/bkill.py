@@ -16,7 +16,7 @@ Requests: `GET /v1/jobs` (to select by options) and `POST /v1/jobs/signal` with 
 
 import sys
 
-from batchd.cli import fmt, lsf
+from batchd.cli import bjobs, fmt
 from batchd.cli.lsf import LsfError
 
 PROG = "bkill"
@@ -81,12 +81,12 @@ def select_query(opts):
 def pick(jobs, opts, every):
     """The batchd ids to act on among the unfinished `jobs`: all (bkill 0) or the most
     recently submitted one (a whole array when that is an array)."""
-    jobs = [j for j in jobs if lsf.stat(j) not in ("DONE", "EXIT")]
+    jobs = [j for j in jobs if bjobs.stat(j) not in ("DONE", "EXIT")]
     if opts.get("stat"):
         want = STAT_GROUPS.get(opts["stat"].lower())
         if want is None:
             raise LsfError(f"{opts['stat']}: Illegal -stat value (run, pend or susp)")
-        jobs = [j for j in jobs if lsf.stat(j) in want]
+        jobs = [j for j in jobs if bjobs.stat(j) in want]
     if opts.get("host"):
         jobs = [j for j in jobs if opts["host"] in fmt.expand_hostlist(j.get("node_list") or "")]
     if not jobs:
@@ -100,7 +100,7 @@ def pick(jobs, opts, every):
 def message(err):
     """A daemon error item -> LSF's line."""
     msg = err.get("message") or ""
-    jid = lsf.lsf_id(err.get("id"))
+    jid = bjobs.lsf_id(err.get("id"))
     if "Invalid job id" in msg:
         return f"Job <{jid}>: No matching job found"
     if "completing or completed" in msg:
@@ -114,7 +114,7 @@ def main(argv=None):
     """Entry point of the `bkill` console script."""
     argv = sys.argv[1:] if argv is None else argv
     try:
-        opts, args = lsf.parse_args(PROG, argv, OPTIONS)
+        opts, args = bjobs.parse_args(PROG, argv, OPTIONS)
         if opts.get("help"):
             fmt.write(HELP)
             return 0
@@ -129,7 +129,7 @@ def main(argv=None):
         sig = parse_signal(opts["signal"]) if opts.get("signal") is not None else None
         ids = []
         for a in args:
-            i = lsf.job_id_arg(a)
+            i = bjobs.job_id_arg(a)
             if i is None:
                 raise LsfError(f"{a}: Illegal job ID.")
             ids.append(i)
@@ -145,7 +145,7 @@ def main(argv=None):
     body = {"ids": ids, "filters": {}, "signal": sig, "batch_only": False}
     reply = fmt.daemon_call(PROG, "POST", "/v1/jobs/signal", body)
     verb = "terminated" if sig is None else "signaled"
-    fmt.write("".join(f"Job <{lsf.lsf_id(i)}> is being {verb}\n" for i in reply.get("done", [])))
+    fmt.write("".join(f"Job <{bjobs.lsf_id(i)}> is being {verb}\n" for i in reply.get("done", [])))
     errors = reply.get("errors", [])
     for err in errors:
         sys.stderr.write(message(err) + "\n")

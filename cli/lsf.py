@@ -1,4 +1,4 @@
-"""LSF grammar -> batchd (Slurm) terms, shared by `bsub`, `bjobs` and `bkill`.
+"""LSF's submission grammar -> batchd (Slurm) terms, for `bsub`.
 
 Pure functions, builtins only (bsub imports this on every call; startup must stay fast:
 `re`, which pulls in enum, is imported only by the parsers of -R, -w and job ids).
@@ -16,15 +16,14 @@ documented for users in docs/lsf.md:
 - `-w` conditions -> Slurm's --dependency: done=afterok, ended=afterany,
   exit=afternotok, started=after; `&&` -> `,`, `||` -> `?` (one kind per expression);
 - `-b [[[year:]month:]day:]hour:minute` -> begin time (the next such moment);
-- `%J`/`%I` in -o/-e -> Slurm's `%j`/`%a`, other `%` signs kept literally;
-- job ids `123` and array elements `123[4]` -> `123` and `123_4`.
+- `%J`/`%I` in -o/-e -> Slurm's `%j`/`%a`, other `%` signs kept literally.
+How jobs are shown (STAT, reasons, ids `123[4]`) is in cli/bjobs.py.
 """
 
 import time
 
 __all__ = ["LsfError", "runlimit_s", "parse_gpu", "parse_resreq", "mem_mb", "convert_dependency",
-           "begin_time", "output_pattern", "job_id_arg", "stat", "pending_reason", "submit_time",
-           "split_array_name", "truncate", "parse_args", "lsf_id"]
+           "begin_time", "output_pattern", "split_array_name"]
 
 
 class LsfError(Exception):
@@ -355,124 +354,3 @@ def split_array_name(text):
     if not br or not rest.endswith("]") or not rest[:-1] or any(c not in "0123456789,-:" for c in rest[:-1]):
         return text, None
     return name, rest[:-1] + (f"%{throttle}" if throttle else "")
-
-
-# ------------------------------------------------------------------------ bjobs/bkill
-def job_id_arg(text):
-    """A bjobs/bkill job argument (`123`, `123[4]`, `"123[4]"`) -> batchd's id text
-    (`123`, `123_4`), or None when it is not a job id."""
-    import re
-
-    m = re.match(r"^(\d+)(?:\[(\d+)\])?$", text.strip().strip("\"'"))
-    if not m:
-        return None
-    return m.group(1) + (f"_{m.group(2)}" if m.group(2) else "")
-
-
-_HELD = ("JobHeldUser", "JobHeldAdmin", "job requeued in held state")
-_EXIT_STATES = ("FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY",
-                "BOOT_FAIL", "DEADLINE")
-
-
-def stat(job):
-    """A JOB_VIEW's LSF status: PEND, PSUSP (held while pending), RUN, USUSP, DONE, EXIT."""
-    state = job.get("state") or ""
-    if state in ("PENDING", "REQUEUED", "REQUEUE_HOLD"):
-        if state == "REQUEUE_HOLD" or (job.get("reason") or "") in _HELD:
-            return "PSUSP"
-        return "PEND"
-    if state in ("RUNNING", "COMPLETING", "CONFIGURING", "SIGNALING", "STAGE_OUT"):
-        return "RUN"
-    if state in ("SUSPENDED", "STOPPED"):
-        return "USUSP"
-    if state == "COMPLETED":
-        return "DONE"
-    if state in _EXIT_STATES:
-        return "EXIT"
-    return state[:5] or "UNKWN"
-
-
-# Slurm reason codes -> LSF's wording of bjobs -p
-_REASONS = {
-    "None": "New job is waiting for scheduling",
-    "Priority": "Job is waiting for higher-priority jobs in the queue to start",
-    "Resources": "Not enough GPUs, job slots or memory available on the hosts",
-    "Dependency": "Job dependency condition not satisfied",
-    "DependencyNeverSatisfied": "Dependency condition invalid or never satisfied",
-    "BeginTime": "The job has not yet reached its specified begin time",
-    "JobHeldUser": "The job was suspended by the user while pending",
-    "JobHeldAdmin": "The job was suspended by LSF admin or root while pending",
-    "ReqNodeNotAvail": "The specified hosts are not available",
-    "PartitionTimeLimit": "The run limit is larger than the queue's limit",
-    "QOSMaxGRESPerUser": "The user has reached the GPU limit of the job's QOS",
-    "JobArrayTaskLimit": "The job array has reached its job slot limit",
-}
-
-
-def pending_reason(job):
-    """The `bjobs -p` line for a pending job (without the leading space and trailing `;`):
-    LSF's wording where there is one, else the Slurm reason code. Account (queue) limits
-    read as the queue's limit."""
-    reason = job.get("reason") or "None"
-    text = _REASONS.get(reason)
-    if text:
-        return text
-    if reason.startswith("AssocGrp"):
-        return f"The queue has reached its {reason[8:]} limit ({reason})"
-    if reason.startswith("AssocMax") or reason.startswith("QOS"):
-        return f"A limit of the queue or QOS is reached ({reason})"
-    return reason
-
-
-def submit_time(epoch):
-    """LSF's short SUBMIT_TIME (`Nov 30 15:54`, local time); empty for None."""
-    if not epoch:
-        return ""
-    return time.strftime("%b %d %H:%M", time.localtime(epoch))
-
-
-def truncate(text, width):
-    """LSF's truncation of a long column value: `*` then its last width-1 characters."""
-    s = "" if text is None else str(text)
-    if len(s) <= width:
-        return s
-    return "*" + s[len(s) - width + 1:]
-
-
-def parse_args(prog, argv, table):
-    """LSF's command line for bjobs/bkill: single-dash options of one or more letters,
-    `table` mapping `-opt` -> (key, takes a value); every other argument is positional
-    (anywhere on the line; all after `--`). Returns (values, positionals); a value given
-    twice keeps the last. Raises LsfError for an unknown option or a missing value."""
-    values, rest, i = {}, [], 0
-    while i < len(argv):
-        a = argv[i]
-        i += 1
-        if a == "--":
-            rest.extend(argv[i:])
-            break
-        if not a.startswith("-") or a == "-" or a.lstrip("-").isdigit():
-            rest.append(a)
-            continue
-        spec = table.get(a)
-        value = None
-        if spec is None and len(a) > 2 and table.get(a[:2], (None, False))[1]:
-            spec, value = table[a[:2]], a[2:]
-        if spec is None:
-            raise LsfError(f"{prog}: illegal option -- {a.lstrip('-')}\n"
-                           f"Usage: {prog} -h for help")
-        key, takes = spec
-        if takes and value is None:
-            if i >= len(argv):
-                raise LsfError(f"{prog}: option requires an argument -- {a.lstrip('-')}")
-            value = argv[i]
-            i += 1
-        values[key] = value if takes else True
-    return values, rest
-
-
-def lsf_id(display_id):
-    """batchd's `123_4` -> LSF's `123[4]`; other ids unchanged."""
-    s = str(display_id)
-    jid, sep, task = s.partition("_")
-    return f"{jid}[{task}]" if sep and task.isdigit() else s

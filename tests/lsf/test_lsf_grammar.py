@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from batchd.cli import lsf
+from batchd.cli import bjobs, lsf
 from batchd.cli.lsf import LsfError
 
 
@@ -161,7 +161,7 @@ def test_split_array_name(text, want):
 @pytest.mark.parametrize("text,want", [("123", "123"), ("123[4]", "123_4"), ('"123[4]"', "123_4"),
                                        ("abc", None), ("12[a]", None), ("", None)])
 def test_job_id_arg(text, want):
-    assert lsf.job_id_arg(text) == want
+    assert bjobs.job_id_arg(text) == want
 
 
 @pytest.mark.parametrize("state,reason,want", [
@@ -171,29 +171,29 @@ def test_job_id_arg(text, want):
     ("TIMEOUT", "TimeLimit", "EXIT"), ("OUT_OF_MEMORY", "None", "EXIT"), ("REQUEUE_HOLD", "None", "PSUSP"),
 ])
 def test_stat(state, reason, want):
-    assert lsf.stat({"state": state, "reason": reason}) == want
+    assert bjobs.stat({"state": state, "reason": reason}) == want
 
 
 def test_pending_reason_wording():
-    assert lsf.pending_reason({"reason": "Dependency"}) == "Job dependency condition not satisfied"
-    assert "queue has reached" in lsf.pending_reason({"reason": "AssocGrpGRES"})
-    assert lsf.pending_reason({"reason": "SomethingNew"}) == "SomethingNew"
+    assert bjobs.pending_reason({"reason": "Dependency"}) == "Job dependency condition not satisfied"
+    assert "queue has reached" in bjobs.pending_reason({"reason": "AssocGrpGRES"})
+    assert bjobs.pending_reason({"reason": "SomethingNew"}) == "SomethingNew"
 
 
 def test_truncate_and_ids():
-    assert lsf.truncate("short", 10) == "short"
-    assert lsf.truncate("a_very_long_name", 10) == "*long_name"
-    assert len(lsf.truncate("x" * 50, 7)) == 7
-    assert lsf.lsf_id("12_3") == "12[3]"
-    assert lsf.lsf_id("12") == "12"
+    assert bjobs.truncate("short", 10) == "short"
+    assert bjobs.truncate("a_very_long_name", 10) == "*long_name"
+    assert len(bjobs.truncate("x" * 50, 7)) == 7
+    assert bjobs.lsf_id("12_3") == "12[3]"
+    assert bjobs.lsf_id("12") == "12"
 
 
 def test_parse_args():
     table = {"-u": ("user", True), "-a": ("all", False), "-stat": ("stat", True)}
-    vals, rest = lsf.parse_args("x", ["12", "-u", "bob", "-a", "13[2]", "-stat", "run", "-ualice"], table)
+    vals, rest = bjobs.parse_args("x", ["12", "-u", "bob", "-a", "13[2]", "-stat", "run", "-ualice"], table)
     assert vals == {"user": "alice", "all": True, "stat": "run"}
     assert rest == ["12", "13[2]"]
     with pytest.raises(LsfError, match="illegal option -- z"):
-        lsf.parse_args("x", ["-z"], table)
+        bjobs.parse_args("x", ["-z"], table)
     with pytest.raises(LsfError, match="requires an argument"):
-        lsf.parse_args("x", ["-u"], table)
+        bjobs.parse_args("x", ["-u"], table)
