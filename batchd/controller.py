@@ -286,22 +286,30 @@ class Controller:
         now = time.time() if now is None else now
         self.accrue_usage(now)
         snap = self.snapshot(now)
+        prios = self._priorities(snap)
+        if prios is not None:
+            snap["priorities"] = prios
         decisions = decide(load_snapshot(snap)).to_dict()
         self.apply(snap, decisions, now)
-        self._store_priorities(snap)
+        if prios is not None:
+            self._store_priorities(prios)
         self.last_decisions = decisions
         return decisions
 
-    def _store_priorities(self, snap: dict[str, Any]) -> None:
-        """Keep each active job's multifactor priority on the job (squeue %Q, scontrol
-        Priority=), writing only those that changed."""
+    def _priorities(self, snap: dict[str, Any]) -> dict[str, int] | None:
+        """Slurm multifactor priority of every active job, computed once per cycle: the
+        scheduler orders by it and the jobs keep it."""
         from batchd.priority import job_priorities
 
         try:
-            prios = job_priorities(snap)
+            return job_priorities(snap)
         except ValueError as e:  # an inconsistent tree must not stop scheduling
             log.warning("priorities not computed error=%s", e)
-            return
+            return None
+
+    def _store_priorities(self, prios: dict[str, int]) -> None:
+        """Keep each active job's priority on the job (squeue %Q, scontrol Priority=),
+        writing only those that changed."""
         changes: list[tuple[int, tuple[str, ...] | None, dict[str, Any]]] = [
             (int(k), ("PENDING", "RUNNING"), {"priority": int(v)}) for k, v in prios.items()
             if str(k).isdigit() and self._stored_priority.get(int(k)) != int(v)]

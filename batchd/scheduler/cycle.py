@@ -8,7 +8,8 @@ Policy keys read here (the snapshot's `policy`, overridden key by key by the `po
 `passes`, `backfill` (default true), `backfill_max_reservations` (20), `placement`
 (`pack` | `spread`), `quota_reclaim_by_priority` (false), `reclaimer_saturation_multiplier`
 (1.0), `fairshare_k_value` (1.0: weight of decayed account usage in the over-quota split).
-Multifactor priorities come from `batchd.priority.job_priorities(snapshot_dict, policy)` when
+Multifactor priorities come from the snapshot's optional `priorities` ({job id: int}, as the
+daemon passes them), else from `batchd.priority.job_priorities(snapshot_dict, policy)` when
 that module provides it (else all 0).
 """
 
@@ -49,6 +50,10 @@ class Decisions:
 
 
 def _priorities(raw: dict, policy: dict) -> dict[str, int]:
+    given = raw.get("priorities")
+    if isinstance(given, dict):
+        # the caller computed them already (the daemon stores them on the jobs too)
+        return {str(k): int(v) for k, v in given.items()}
     try:
         from batchd.priority import job_priorities  # type: ignore[attr-defined]
     except ImportError:
