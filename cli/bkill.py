@@ -97,6 +97,19 @@ def pick(jobs, opts, every):
     return [str(last.get("array_job_id") or last["id"])]
 
 
+def acted(asked, done):
+    """The ids to report as acted on, in the daemon's order: an array asked for by its
+    own id is reported once under that id (as LSF does), not per element."""
+    out = []
+    for d in done:
+        d = str(d)
+        whole = next((a for a in asked if "_" not in a and d.startswith(a + "_")), None)
+        name = whole or d
+        if name not in out:
+            out.append(name)
+    return out
+
+
 def message(err):
     """A daemon error item -> LSF's line."""
     msg = err.get("message") or ""
@@ -145,7 +158,7 @@ def main(argv=None):
     body = {"ids": ids, "filters": {}, "signal": sig, "batch_only": False}
     reply = fmt.daemon_call(PROG, "POST", "/v1/jobs/signal", body)
     verb = "terminated" if sig is None else "signaled"
-    fmt.write("".join(f"Job <{bjobs.lsf_id(i)}> is being {verb}\n" for i in reply.get("done", [])))
+    fmt.write("".join(f"Job <{bjobs.lsf_id(i)}> is being {verb}\n" for i in acted(ids, reply.get("done", []))))
     errors = reply.get("errors", [])
     for err in errors:
         sys.stderr.write(message(err) + "\n")

@@ -326,7 +326,7 @@ def build(argv, environ, stdin=None, cwd=None, resolve_name=None):
         path = spec.get(key)
         if path and (path.endswith("/") or os.path.isdir(os.path.join(spec["workdir"], path.replace("%%", "%")))):
             # LSF: an output directory gets the file <job id>.out (.err) in it
-            spec[key] = path.rstrip("/") + f"/%j.{suffix}"
+            spec[key] = path.rstrip("/") + f"/%A.{suffix}"
     spec["export"] = s.get("export", "ALL")
     spec["environment"] = sbatch.job_environment(s.get("export"), environ)
     spec["submit_host"] = os.uname().nodename.split(".")[0]

@@ -16,7 +16,7 @@ documented for users in docs/lsf.md:
 - `-w` conditions -> Slurm's --dependency: done=afterok, ended=afterany,
   exit=afternotok, started=after; `&&` -> `,`, `||` -> `?` (one kind per expression);
 - `-b [[[year:]month:]day:]hour:minute` -> begin time (the next such moment);
-- `%J`/`%I` in -o/-e -> Slurm's `%j`/`%a`, other `%` signs kept literally.
+- `%J`/`%I` in -o/-e -> Slurm's `%A`/`%a`, other `%` signs kept literally.
 How jobs are shown (STAT, reasons, ids `123[4]`) is in cli/bjobs.py.
 """
 
@@ -328,15 +328,16 @@ def begin_time(text, now=None):
 
 
 def output_pattern(text, array=True):
-    """LSF's `%J` (job id) and `%I` (array index) -> Slurm's `%j`/`%a` (`%I` is `0` for a
-    job that is not an array, as in LSF); every other `%` is doubled so that Slurm's
-    expansion leaves it as written."""
+    """LSF's `%J` (job id; an array's own id for its elements) and `%I` (array index) ->
+    Slurm's `%A`/`%a` (`%A` is the job id of a job that is not an array; `%I` is `0`
+    for it, as in LSF); every other `%` is doubled so that Slurm's expansion leaves it
+    as written."""
     out = []
     i = 0
     while i < len(text):
         c = text[i]
         if c == "%" and i + 1 < len(text) and text[i + 1] in "JI":
-            out.append("%j" if text[i + 1] == "J" else "%a" if array else "0")
+            out.append("%A" if text[i + 1] == "J" else "%a" if array else "0")
             i += 2
             continue
         out.append("%%" if c == "%" else c)

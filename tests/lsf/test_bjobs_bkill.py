@@ -158,3 +158,10 @@ def test_bkill_zero_and_most_recent(daemon, capsys):
     d.jobs = []
     assert bkill.main(["0"]) == 255
     assert "No unfinished job found" in capsys.readouterr().err
+
+
+def test_bkill_reports_an_array_once():
+    assert bkill.acted(["5"], ["5_3", "5_1", "5_2"]) == ["5"]
+    assert bkill.acted(["5_2", "7"], ["5_2", "7"]) == ["5_2", "7"]
+    assert bkill.acted(["5"], ["5"]) == ["5"]
+    assert bkill.acted(["5", "50"], ["50_1", "5_1"]) == ["50", "5"]

@@ -35,8 +35,8 @@ SAME = ("account", "comment", "ntasks", "time_limit_s", "mem_mb", "gres", "outpu
 @pytest.mark.parametrize("b_args,s_args", [
     (["-q", "training", "-n", "4", "-W", "90"], ["-A", "training", "-n", "4", "-t", "90"]),
     (["-P", "projX", "-J", "train"], ["--comment", "projX", "-J", "train"]),
-    (["-o", "out.%J", "-e", "err.%J"], ["-o", "out.%j", "-e", "err.%j", "--open-mode=append"]),
-    (["-oo", "out.%J"], ["-o", "out.%j", "--open-mode=truncate"]),
+    (["-o", "out.%J", "-e", "err.%J"], ["-o", "out.%A", "-e", "err.%A", "--open-mode=append"]),
+    (["-oo", "out.%J"], ["-o", "out.%A", "--open-mode=truncate"]),
     (["-gpu", "num=2:gmodel=h200", "-R", "rusage[mem=4G]"], ["--gres=gpu:h200:2", "--mem=4G"]),
     (["-gpu", "num=1:mig=1g.24gb:j_exclusive=yes"], ["--gres=gpu:1g.24gb:1"]),
     (["-R", "span[hosts=1] span[ptile=8] affinity[core(2)]", "-n", "8"],
@@ -44,7 +44,7 @@ SAME = ("account", "comment", "ntasks", "time_limit_s", "mem_mb", "gres", "outpu
     (["-w", "done(5) && ended(6)"], ["-d", "afterok:5,afterany:6"]),
     (["-w", "exit(5) || started(6)"], ["-d", "afternotok:5?after:6"]),
     (["-H", "-x", "-m", "gpu01 gpu02"], ["-H", "--exclusive", "-w", "gpu01,gpu02"]),
-    (["-J", "sweep[1-10:2]%3", "-o", "o.%J.%I"], ["-J", "sweep", "-a", "1-10:2%3", "-o", "o.%j.%a",
+    (["-J", "sweep[1-10:2]%3", "-o", "o.%J.%I"], ["-J", "sweep", "-a", "1-10:2%3", "-o", "o.%A.%a",
                                                   "--open-mode=append"]),
     (["-cwd", "../other", "-i", "in.txt"], ["-D", "../other", "-i", "in.txt"]),
     (["-r"], ["--requeue"]),
@@ -194,6 +194,6 @@ def test_bsub_stays_light():
 def test_output_directory_gets_job_id_files(tmp_path):
     (tmp_path / "logs").mkdir()
     spec = bspec(["-o", "logs", "-e", "errs/", "true"], cwd=str(tmp_path))
-    assert spec["output"] == "logs/%j.out"
-    assert spec["error"] == "errs/%j.err"
+    assert spec["output"] == "logs/%A.out"
+    assert spec["error"] == "errs/%A.err"
     assert bspec(["-o", "logs.txt", "true"], cwd=str(tmp_path))["output"] == "logs.txt"

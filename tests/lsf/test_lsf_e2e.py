@@ -74,3 +74,25 @@ def test_refusals_store_nothing(lsf_cluster):
     r = c.run("bsub", "-gpu", "num=9", "true", check=False)
     assert r.returncode == 255 and r.stderr.endswith("Job not submitted.\n")
     assert c.run("bjobs", "-a", "-u", "all", check=False).stdout == before
+
+
+def test_job_array_elements(lsf_cluster):
+    c = lsf_cluster
+    jid = submitted(c.run("bsub", "-q", "training", "-J", "arr[1-3]", "-oo", "arr.%J.%I",
+                          "sh", "-c", "'echo $SLURM_ARRAY_TASK_ID; sleep 30'"))
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        rows = [x.split() for x in c.run("bjobs", "-noheader", "-w", str(jid)).stdout.splitlines()]
+        if len(rows) == 3 and all(r[2] == "RUN" for r in rows):
+            break
+        time.sleep(0.2)
+    assert [(r[0], r[2], r[-4]) for r in rows] == [(str(jid), "RUN", f"arr[{i}]") for i in (1, 2, 3)]
+    r = c.run("bkill", f"{jid}[2]")
+    assert r.stdout == f"Job <{jid}[2]> is being terminated\n"
+    r = c.run("bkill", str(jid))
+    assert r.returncode == 0 and r.stdout == f"Job <{jid}> is being terminated\n", r.stdout
+    deadline = time.time() + 20
+    while c.run("bjobs", "-noheader", check=False).stdout.strip() and time.time() < deadline:
+        time.sleep(0.2)
+    for i in (1, 2, 3):
+        assert (c.root / f"arr.{jid}.{i}").read_text().startswith(f"{i}\n")

@@ -144,8 +144,8 @@ def test_begin_time_bad(text):
 
 
 @pytest.mark.parametrize("text,array,want", [
-    ("out.%J", False, "out.%j"), ("out.%J.%I", True, "out.%j.%a"), ("out.%J.%I", False, "out.%j.0"),
-    ("100%.%x", False, "100%%.%%x"), ("%%J", False, "%%%j"), ("plain", False, "plain"), ("end%", False, "end%%"),
+    ("out.%J", False, "out.%A"), ("out.%J.%I", True, "out.%A.%a"), ("out.%J.%I", False, "out.%A.0"),
+    ("100%.%x", False, "100%%.%%x"), ("%%J", False, "%%%A"), ("plain", False, "plain"), ("end%", False, "end%%"),
 ])
 def test_output_pattern(text, array, want):
     assert lsf.output_pattern(text, array) == want
