@@ -9,13 +9,17 @@ is turned into one whole-GPU type by the caller). A gang is placed all or nothin
 - neither: one node if one can hold the whole gang, else as few nodes as hold it.
 
 `placement` is `"pack"` (default: the fullest node that fits, best fit) or `"spread"` (the
-emptiest). Node order (snapshot order) breaks ties. Devices on a node are taken lowest index
-first, idle ones before releasing ones (those of jobs being preempted in this cycle).
+emptiest). Node order (snapshot order) breaks ties. Devices on a node: idle ones before
+releasing ones (those of jobs being preempted in this cycle); among idle whole GPUs the best
+connected set (`topology.best_set`: NVLink, then PCIe distance, then NUMA), else lowest
+index first.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from .topology import best_set
 
 BIG = 1 << 30
 
@@ -223,8 +227,13 @@ def take(node: NodeRT, tasks: int, needs: list[tuple[str, int]], cpu: float, mem
     for t, c in needs:
         want = c * tasks
         lst = node.free.get(t, [])
-        got = lst[:want]
-        del lst[:len(got)]
+        if t in node.whole_types and 1 < want < len(lst):
+            got = best_set(lst, want, node.spec.raw_gpus)
+            chosen = {id(s) for s in got}
+            lst[:] = [s for s in lst if id(s) not in chosen]
+        else:
+            got = lst[:want]
+            del lst[:len(got)]
         tk.idle_slots.extend(got)
         want -= len(got)
         if want > 0 and allow_rel:
