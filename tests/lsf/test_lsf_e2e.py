@@ -96,3 +96,10 @@ def test_job_array_elements(lsf_cluster):
         time.sleep(0.2)
     for i in (1, 2, 3):
         assert (c.root / f"arr.{jid}.{i}").read_text().startswith(f"{i}\n")
+
+
+def test_bsub_K_waits_and_returns_the_exit_code(lsf_cluster):
+    r = lsf_cluster.run("bsub", "-K", "-q", "training", "exit 3", check=False)
+    assert r.returncode == 3, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[1:] == ["<<Waiting for dispatch ...>>", "<<Job is finished>>"]
