@@ -117,6 +117,10 @@ class Agent:
             home = "/"
         uid, gid = (j.uid, j.gid) if os.getuid() == 0 else (os.getuid(), os.getgid())
         sig = spec.get("signal")
+        if sig and not sig.get("batch_only"):
+            # Slurm: --signal without `B:` goes to the job's steps (srun), never to the batch
+            # step, whose processes are the script and what it starts directly
+            sig = None
         req = launcher.LaunchRequest(
             job_id=j.id, run=j.restarts, user=j.user, uid=uid, gid=gid, groups=None, home=home,
             workdir=workdir, script=spec.get("script", ""), argv=list(spec.get("argv") or []), env=env,
@@ -126,7 +130,7 @@ class Agent:
             time_limit_s=None if j.time_limit_s in (None, -1) else j.time_limit_s,
             kill_wait_s=self.cfg.kill_wait_s,
             signal=(int(sig["signal"]), int(sig.get("time_s", 60))) if sig else None,
-            signal_batch_only=bool(sig.get("batch_only")) if sig else False,
+            signal_batch_only=True,
             mem_limit_mb=None, node=node,
         )
         try:

@@ -44,8 +44,32 @@ def dependency_status(dep: dict[str, Any], j: Job, jobs: list[Job], by_id: dict[
         return lookup_job(index, jobs, job_id, task_id, "start_time")
 
     same = [(o.id, o.state) for o in jobs if o.name == j.name and o.user == j.user and o.id != j.id]
-    return deps.status(dep, lookup_state, job_id=j.id, task_id=j.array_task_id, singleton_jobs=same,
-                       lookup_start=lookup_start, now=now)
+    verdict, _text = deps.status(dep, lookup_state, job_id=j.id, task_id=j.array_task_id, singleton_jobs=same,
+                                 lookup_start=lookup_start, now=now)
+    if verdict == "satisfied":
+        return verdict, "(null)"
+    results = deps.item_results(dep, lookup_state, job_id=j.id, task_id=j.array_task_id, singleton_jobs=same,
+                                lookup_start=lookup_start, now=now)
+    arrays = {o.array_job_id for o in jobs if o.array_job_id is not None}
+    parts = [_dependency_item(it, it["job_id"] in arrays) + ("(failed)" if r == "never" else "(unfulfilled)")
+             for it, r in zip(dep["items"], results, strict=True) if r != "satisfied"]
+    return verdict, ("?" if dep["op"] == "or" else ",").join(parts)
+
+
+def _dependency_item(it: dict[str, Any], names_array: bool) -> str:
+    """One `--dependency` item as slurmctld writes it: `afterok:63`, `afterany:7_3`,
+    `after:12+5`, `singleton`, and `afterok:24_*` for a whole job array (an item that
+    names an array's job id without a task)."""
+    if it["type"] == "singleton":
+        return "singleton"
+    ref = str(it["job_id"])
+    if it["task_id"] is not None:
+        ref += f"_{it['task_id']}"
+    elif names_array:
+        ref += "_*"
+    if it["delay_s"]:
+        ref += f"+{it['delay_s'] // 60}"
+    return f"{it['type']}:{ref}"
 
 
 def device_types(gpus: list[dict[str, Any]]) -> dict[int, str]:

@@ -24,6 +24,7 @@ from batchd import jobspec, views
 from batchd.config import Config
 from batchd.controller import dependency_status, lookup_job
 from batchd.errors import Conflict, InvalidRequest, NotFound, PermissionDenied, SubmitError
+from batchd.hostlist import compress
 from batchd.model import Job
 from batchd.store import ACTIVE_STATES, Store
 
@@ -121,8 +122,12 @@ class Service:
         req = jobspec.resolve(spec, self.cluster_info(user), user, caller.uid, lookup_state=lookup)
         now = time.time()
         if spec.get("test_only"):
+            # Slurm's `Job N to start at T using C processors on nodes NODES in partition P`
+            part = next((p for p in self.cfg.partitions if p.name == req["partition"]), None)
+            up = {n.name for n in self.store.list_nodes() if n.state not in ("DOWN", "DRAIN", "DRAINED")}
+            names = [n for n in (part.nodes if part else []) if n in up][: int(req.get("nodes") or 1)]
             return {"job_id": None, "start_time": max(now, req.get("begin_time") or now),
-                    "nodes": "", "partition": req["partition"]}
+                    "nodes": compress(names), "partition": req["partition"], "cpus": int(req.get("cpus") or 1)}
         task_ids = req.get("array_task_ids") or [None]
         first = self.store.next_job_ids(len(task_ids))
         begin = req.get("begin_time")

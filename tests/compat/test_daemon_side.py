@@ -83,6 +83,29 @@ def test_dependency_text_follows_the_jobs_it_names(cluster, tmp_path):
     assert (vc["dependency"], vc["reason"]) == (f"afterok:{f}(failed)", "DependencyNeverSatisfied")
 
 
+def test_dependency_on_a_whole_array_and_or_lists(cluster, tmp_path):
+    svc, ctl, store = cluster
+    arr = submit(svc, tmp_path, name="arr", array="0-2", hold=True)
+    a = submit(svc, tmp_path, name="A", hold=True)
+    whole = submit(svc, tmp_path, dependency=f"afterok:{arr}")
+    one = submit(svc, tmp_path, dependency=f"afterok:{arr}_1?after:{a}+2")
+    assert view(svc, whole)["dependency"] == f"afterok:{arr}_*(unfulfilled)"
+    assert view(svc, one)["dependency"] == f"afterok:{arr}_1(unfulfilled)?after:{a}+2(unfulfilled)"
+    task1 = next(j.id for j in store.list_jobs() if j.array_job_id == arr and j.array_task_id == 1)
+    finish(store, task1, "FAILED", 2)
+    ctl.cycle()
+    assert view(svc, one)["dependency"] == f"afterok:{arr}_1(failed)?after:{a}+2(unfulfilled)"
+    assert view(svc, one)["reason"] == "Dependency"  # one of `?` may still hold
+    # the whole array is judged once every task ended (Slurm's test_job_array_completed)
+    assert view(svc, whole)["reason"] == "Dependency"
+    for j in store.list_jobs():
+        if j.array_job_id == arr and j.state == "PENDING":
+            finish(store, j.id, "COMPLETED")
+    ctl.cycle()
+    assert (view(svc, whole)["reason"], view(svc, whole)["dependency"]) == \
+        ("DependencyNeverSatisfied", f"afterok:{arr}_*(failed)")
+
+
 def test_singleton_waits_for_the_earlier_job_of_its_name(cluster, tmp_path):
     svc, ctl, store = cluster
     first = submit(svc, tmp_path, name="single", dependency="singleton")
