@@ -206,7 +206,8 @@ def query(opts, ids):
 
 
 def select(jobs, opts):
-    """Keep the jobs the state options ask for, in bjobs' order."""
+    """Keep the jobs the state options ask for, in bjobs' order: without -a, -d or job
+    ids (`opts["ids"]`) only unfinished ones."""
     want = None
     if opts.get("pending"):
         want = ("PEND", "PSUSP")
@@ -216,6 +217,9 @@ def select(jobs, opts):
         want = ("PSUSP", "USUSP", "SSUSP")
     elif opts.get("done"):
         want = ("DONE", "EXIT")
+    elif not opts.get("all") and not opts.get("ids"):
+        # the daemon also returns jobs that have just ended; bjobs shows unfinished ones
+        want = ("PEND", "PSUSP", "RUN", "USUSP", "SSUSP")
     out = [j for j in jobs if want is None or stat(j) in want]
     host = opts.get("host")
     if host:
@@ -358,7 +362,7 @@ def main(argv=None):
                    for j in jobs):
             sys.stderr.write(f"Job <{lsf_id(i)}> is not found\n")
             rc = 255
-    jobs = select(jobs, opts)
+    jobs = select(jobs, dict(opts, ids=ids))
     if not jobs:
         if not ids:
             what = ("pending" if opts.get("pending") else "running" if opts.get("running") else

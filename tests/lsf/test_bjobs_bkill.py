@@ -28,7 +28,8 @@ class FakeDaemon:
     def __call__(self, method, path, body=None, query=None, timeout=60.0):
         self.calls.append((method, path, body, query))
         if path == "/v1/jobs":
-            return {"jobs": list(self.jobs)}
+            ids = set((query or {}).get("ids", "").split(",")) - {""}
+            return {"jobs": [j for j in self.jobs if not ids or j["display_id"] in ids or str(j["id"]) in ids]}
         if path == "/v1/jobs/signal":
             if self.signal_reply is not None:
                 return self.signal_reply
@@ -165,3 +166,11 @@ def test_bkill_reports_an_array_once():
     assert bkill.acted(["5_2", "7"], ["5_2", "7"]) == ["5_2", "7"]
     assert bkill.acted(["5"], ["5"]) == ["5"]
     assert bkill.acted(["5", "50"], ["50_1", "5_1"]) == ["50", "5"]
+
+
+def test_default_hides_jobs_that_just_ended(daemon, capsys):
+    daemon([job(1, "CANCELLED"), job(2), job(3, "COMPLETED")])
+    bjobs.main(["-noheader"])
+    assert [x.split()[0] for x in capsys.readouterr().out.splitlines()] == ["2"]
+    bjobs.main(["-noheader", "3"])
+    assert [x.split()[0] for x in capsys.readouterr().out.splitlines()] == ["3"]
