@@ -24,7 +24,7 @@ from batchd.cli.lsf import LsfError
 
 
 # ------------------------------------------------------- LSF's view of a job (also bkill's)
-def job_id_arg(text):
+def job_id_arg(text: str) -> str | None:
     """A bjobs/bkill job argument (`123`, `123[4]`, `"123[4]"`) -> batchd's id text
     (`123`, `123_4`), or None when it is not a job id."""
     import re
@@ -40,7 +40,7 @@ _EXIT_STATES = ("FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT
                 "BOOT_FAIL", "DEADLINE")
 
 
-def stat(job):
+def stat(job: dict) -> str:
     """A JOB_VIEW's LSF status: PEND, PSUSP (held while pending), RUN, USUSP, DONE, EXIT."""
     state = job.get("state") or ""
     if state in ("PENDING", "REQUEUED", "REQUEUE_HOLD"):
@@ -75,7 +75,7 @@ _REASONS = {
 }
 
 
-def pending_reason(job):
+def pending_reason(job: dict) -> str:
     """The `bjobs -p` line for a pending job (without the leading space and trailing `;`):
     LSF's wording where there is one, else the Slurm reason code. Account (queue) limits
     read as the queue's limit."""
@@ -90,14 +90,14 @@ def pending_reason(job):
     return reason
 
 
-def submit_time(epoch):
+def submit_time(epoch: float | None) -> str:
     """LSF's short SUBMIT_TIME (`Nov 30 15:54`, local time); empty for None."""
     if not epoch:
         return ""
     return time.strftime("%b %d %H:%M", time.localtime(epoch))
 
 
-def truncate(text, width):
+def truncate(text: object, width: int) -> str:
     """LSF's truncation of a long column value: `*` then its last width-1 characters."""
     s = "" if text is None else str(text)
     if len(s) <= width:
@@ -105,7 +105,7 @@ def truncate(text, width):
     return "*" + s[len(s) - width + 1:]
 
 
-def parse_args(prog, argv, table):
+def parse_args(prog: str, argv: list[str], table: dict[str, tuple[str, bool]]) -> tuple[dict, list[str]]:
     """LSF's command line for bjobs/bkill: single-dash options of one or more letters,
     `table` mapping `-opt` -> (key, takes a value); every other argument is positional
     (anywhere on the line; all after `--`). Returns (values, positionals); a value given
@@ -137,7 +137,7 @@ def parse_args(prog, argv, table):
     return values, rest
 
 
-def lsf_id(display_id):
+def lsf_id(display_id: object) -> str:
     """batchd's `123_4` -> LSF's `123[4]`; other ids unchanged."""
     s = str(display_id)
     jid, sep, task = s.partition("_")
@@ -184,7 +184,7 @@ DONE completed with exit code 0, EXIT failed, cancelled, timed out or preempted.
 _ORDER = {"RUN": 0, "USUSP": 0, "SSUSP": 0, "PEND": 1, "PSUSP": 1, "DONE": 2, "EXIT": 2}
 
 
-def query(opts, ids):
+def query(opts: dict, ids: list[str]) -> dict[str, str]:
     """The GET /v1/jobs query for the options and job ids (already in batchd's form)."""
     q = {}
     user = opts.get("user")
@@ -205,10 +205,10 @@ def query(opts, ids):
     return q
 
 
-def select(jobs, opts):
+def select(jobs: list[dict], opts: dict) -> list[dict]:
     """Keep the jobs the state options ask for, in bjobs' order: without -a, -d or job
     ids (`opts["ids"]`) only unfinished ones."""
-    want = None
+    want: tuple[str, ...] | None = None
     if opts.get("pending"):
         want = ("PEND", "PSUSP")
     elif opts.get("running"):
@@ -228,12 +228,12 @@ def select(jobs, opts):
                                       j.get("array_task_id") or 0))
 
 
-def job_id(job):
+def job_id(job: dict) -> str:
     """The JOBID column: the array's id for an array element, as LSF."""
     return str(job.get("array_job_id") or job["id"])
 
 
-def job_name(job):
+def job_name(job: dict) -> str:
     """The JOB_NAME column: `name[index]` for an array element."""
     name = job.get("name") or ""
     if job.get("array_task_id") is not None and job.get("array_job_id") is not None:
@@ -241,7 +241,7 @@ def job_name(job):
     return name
 
 
-def exec_hosts(job):
+def exec_hosts(job: dict) -> list[str]:
     """EXEC_HOST values, one per host: `host` or `N*host` for N tasks on it; [] while pending."""
     if stat(job) in ("PEND", "PSUSP"):
         return []
@@ -252,13 +252,13 @@ def exec_hosts(job):
     return [f"{per}*{h}" if per > 1 else h for h in hosts]
 
 
-def short_lines(jobs, opts):
+def short_lines(jobs: list[dict], opts: dict) -> list[str]:
     """The default (or -p) table as lines."""
     pending = bool(opts.get("pending"))
     wide = bool(opts.get("wide"))
     cols = [i for i in range(8) if not (pending and i == 5)]
 
-    def row(values):
+    def row(values: tuple[str, ...]) -> str:
         cells = []
         for i in cols:
             v = values[i]
@@ -284,11 +284,11 @@ def short_lines(jobs, opts):
     return lines
 
 
-def _when(epoch):
+def _when(epoch: float | None) -> str:
     return time.strftime("%a %b %d %H:%M:%S", time.localtime(epoch)) if epoch else ""
 
 
-def long_lines(job):
+def long_lines(job: dict) -> list[str]:
     """`bjobs -l` for one job (LSF's long form, not wrapped at 80 columns)."""
     st = stat(job)
     project = job.get("comment") or "default"
@@ -334,7 +334,7 @@ def long_lines(job):
     return out
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     """Entry point of the `bjobs` console script."""
     argv = sys.argv[1:] if argv is None else argv
     try:

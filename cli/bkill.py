@@ -52,7 +52,7 @@ Cancel batchd jobs (or send them a signal) with LSF's options. Queue = batchd ac
 """
 
 
-def parse_signal(text):
+def parse_signal(text: str) -> int:
     """`USR1`, `SIGUSR1`, `usr1` or `10` -> the signal number; LsfError otherwise."""
     from batchd.cli.sbatch_opts import SIGNALS
 
@@ -65,7 +65,7 @@ def parse_signal(text):
     return num
 
 
-def select_query(opts):
+def select_query(opts: dict) -> dict[str, str]:
     """The GET /v1/jobs query for bkill 0 / bkill without ids."""
     q = {}
     user = opts.get("user")
@@ -78,7 +78,7 @@ def select_query(opts):
     return q
 
 
-def pick(jobs, opts, every):
+def pick(jobs: list[dict], opts: dict, every: bool) -> list[str]:
     """The batchd ids to act on among the unfinished `jobs`: all (bkill 0) or the most
     recently submitted one (a whole array when that is an array)."""
     jobs = [j for j in jobs if bjobs.stat(j) not in ("DONE", "EXIT")]
@@ -97,7 +97,7 @@ def pick(jobs, opts, every):
     return [str(last.get("array_job_id") or last["id"])]
 
 
-def acted(asked, done):
+def acted(asked: list[str], done: list) -> list[str]:
     """The ids to report as acted on, in the daemon's order: an array asked for by its
     own id is reported once under that id (as LSF does), not per element."""
     out = []
@@ -110,7 +110,7 @@ def acted(asked, done):
     return out
 
 
-def message(err):
+def message(err: dict) -> str:
     """A daemon error item -> LSF's line."""
     msg = err.get("message") or ""
     jid = bjobs.lsf_id(err.get("id"))
@@ -123,7 +123,7 @@ def message(err):
     return f"Job <{jid}>: {msg}"
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     """Entry point of the `bkill` console script."""
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -155,7 +155,7 @@ def main(argv=None):
     except LsfError as e:
         sys.stderr.write(e.message + "\n")
         return 255
-    body = {"ids": ids, "filters": {}, "signal": sig, "batch_only": False}
+    body: dict = {"ids": ids, "filters": {}, "signal": sig, "batch_only": False}
     reply = fmt.daemon_call(PROG, "POST", "/v1/jobs/signal", body)
     verb = "terminated" if sig is None else "signaled"
     fmt.write("".join(f"Job <{bjobs.lsf_id(i)}> is being {verb}\n" for i in acted(ids, reply.get("done", []))))

@@ -18,11 +18,20 @@ Startup must stay fast: builtins and the small modules beside this one only (no 
 no sqlalchemy, no http.client, no dataclasses).
 """
 
+from __future__ import annotations
+
 import os
 import sys
 
 from batchd.cli import lsf
 from batchd.cli.lsf import LsfError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: startup budget
+    from collections.abc import Callable, Mapping
+    from typing import NoReturn, TextIO
+
+    from batchd.cli.lsf import Resolver
 
 PROG = "bsub"
 TAIL = ". Job not submitted."
@@ -97,7 +106,7 @@ Accepted and ignored: -We -L -G -g -app -sla -Lp -E -Ep -a -c -D -F -S -v -p -T 
 """
 
 
-def fail(text):
+def fail(text: str) -> NoReturn:
     """Print `<text>. Job not submitted.` and exit 255, as LSF's bsub."""
     text = text.rstrip()
     if text.endswith("."):
@@ -106,11 +115,12 @@ def fail(text):
     sys.exit(255)
 
 
-def parse(argv, from_script=False):
+def parse(argv: list[str], from_script: bool = False) -> tuple[dict, list[str]]:
     """LSF's command line -> (values, rest). Values map OPTIONS keys to the last value
     given (`resreq` to the list of every -R); parsing stops at the first argument that
     is not an option (the command) or after `--`. Raises LsfError."""
-    values, i = {}, 0
+    values: dict = {}
+    i = 0
     while i < len(argv):
         a = argv[i]
         i += 1
@@ -138,7 +148,7 @@ def parse(argv, from_script=False):
     return values, []
 
 
-def directives(script):
+def directives(script: str) -> list[str]:
     """The `#BSUB` arguments of a script, read up to its first command line."""
     from batchd.cli.sbatch import script_args
 
@@ -153,7 +163,7 @@ def directives(script):
     return args
 
 
-def _first_command(script):
+def _first_command(script: str) -> str | None:
     for line in script.split("\n"):
         s = line.strip()
         if s and not s.startswith("#"):
@@ -161,7 +171,7 @@ def _first_command(script):
     return None
 
 
-def read_job(rest, stdin):
+def read_job(rest: list[str], stdin: TextIO | None) -> tuple[str, str | None, list[str], str, bool]:
     """(script, script_path, argv, default_name, parse_directives) for the positional
     arguments, or for stdin when there are none."""
     if rest:
@@ -197,13 +207,14 @@ def read_job(rest, stdin):
     return text, None, [], _first_command(text) or "bsub", True
 
 
-def _export(env):
+def _export(env: str) -> str:
     """`-env` value -> sbatch's --export value."""
     toks = [t.strip() for t in env.split(",") if t.strip()]
     return ",".join(t.upper() if t.lower() in ("all", "none") else t for t in toks) or "ALL"
 
 
-def to_slurm(v, resolve_name=None, environ=None):
+def to_slurm(v: dict, resolve_name: Resolver | None = None,
+             environ: Mapping[str, str] | None = None) -> tuple[dict, dict]:
     """LSF option values -> (sbatch option values for `build_spec`, JOB_SPEC overrides).
     Raises LsfError with the reason for a value batchd refuses."""
     environ = os.environ if environ is None else environ
@@ -275,7 +286,8 @@ def to_slurm(v, resolve_name=None, environ=None):
     return s, extra
 
 
-def build(argv, environ, stdin=None, cwd=None, resolve_name=None):
+def build(argv: list[str], environ: dict[str, str], stdin: TextIO | None = None, cwd: str | None = None,
+          resolve_name: Resolver | None = None) -> tuple[dict, dict]:
     """(spec, values) for a bsub command line: the complete JOB_SPEC (as sbatch builds it,
     `lsf` true) and the merged LSF option values. Exits (SystemExit) for help, version
     and every refusal."""
@@ -295,7 +307,7 @@ def build(argv, environ, stdin=None, cwd=None, resolve_name=None):
         sys.exit(0)
     cwd = cwd or os.getcwd()
     script, script_path, args, default_name, embedded = read_job(rest, stdin)
-    merged = {}
+    merged: dict = {}
     if embedded:
         try:
             merged, _ = parse(directives(script), from_script=True)
@@ -336,8 +348,8 @@ def build(argv, environ, stdin=None, cwd=None, resolve_name=None):
     return spec, merged
 
 
-def _name_resolver(request):
-    def resolve(name):
+def _name_resolver(request: Callable[..., dict]) -> Resolver:
+    def resolve(name: str) -> list[int]:
         from batchd.cli.client import DaemonError, Unreachable
         from batchd.cli.fmt import current_user
 
@@ -349,7 +361,7 @@ def _name_resolver(request):
     return resolve
 
 
-def submit(spec, request):
+def submit(spec: dict, request: Callable[..., dict]) -> dict:
     """Send the spec; the reply. Prints LSF's refusal line and exits 255 on error."""
     from batchd.cli.client import DaemonError, Unreachable
 
@@ -368,7 +380,7 @@ def submit(spec, request):
     return None
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     """Entry point of the `bsub` console script."""
     from batchd.cli.client import request
 

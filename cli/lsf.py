@@ -20,7 +20,16 @@ documented for users in docs/lsf.md:
 How jobs are shown (STAT, reasons, ids `123[4]`) is in cli/bjobs.py.
 """
 
+from __future__ import annotations
+
 import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: bsub's startup budget
+    from collections.abc import Callable
+
+    # a job name -> the ids of the caller's jobs of that name (bsub asks the daemon)
+    Resolver = Callable[[str], list[int]]
 
 __all__ = ["LsfError", "runlimit_s", "parse_gpu", "parse_resreq", "mem_mb", "convert_dependency",
            "begin_time", "output_pattern", "split_array_name"]
@@ -29,13 +38,13 @@ __all__ = ["LsfError", "runlimit_s", "parse_gpu", "parse_resreq", "mem_mb", "con
 class LsfError(Exception):
     """An LSF option value batchd refuses; `message` is the text to print."""
 
-    def __init__(self, message):
+    def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 
 
 # ---------------------------------------------------------------------------- bsub values
-def runlimit_s(text):
+def runlimit_s(text: str) -> int:
     """`-W [hour:]minute[/host_spec]` -> seconds. Minutes may exceed 59 (`-W 90`)."""
     t = text.strip().split("/", 1)[0]
     parts = t.split(":")
@@ -51,7 +60,7 @@ _UNITS = {"K": 1 / 1024, "KB": 1 / 1024, "M": 1, "MB": 1, "G": 1024, "GB": 1024,
           "T": 1024 ** 2, "TB": 1024 ** 2, "P": 1024 ** 3, "PB": 1024 ** 3}
 
 
-def _number_unit(text):
+def _number_unit(text: str) -> tuple[str | None, str | None]:
     """`1.5 GB` -> ("1.5", "GB"); (None, None) unless digits[.digits] then letters."""
     t = (text or "").strip()
     i = 0
@@ -63,7 +72,7 @@ def _number_unit(text):
     return num, unit
 
 
-def mem_mb(text, default_unit="MB"):
+def mem_mb(text: str, default_unit: str = "MB") -> int:
     """An LSF memory amount (`4096`, `4G`, `512MB`, `1.5GB`) -> MiB, rounded up; a bare
     number is in `default_unit` (LSF_UNIT_FOR_LIMITS: KB, MB, GB, ...)."""
     num, unit = _number_unit(text)
@@ -85,7 +94,7 @@ _GPU_IGNORED = ("mode", "j_exclusive", "mps", "aff", "block", "gpack", "gvendor"
                 "glink", "gmem")
 
 
-def parse_gpu(text):
+def parse_gpu(text: str) -> dict:
     """`-gpu` value -> {"name": "gpu", "type": str | None, "count": int} per host.
     `-` means LSF's default requirement, one GPU."""
     t = (text or "").strip()
@@ -118,7 +127,7 @@ def parse_gpu(text):
 
 
 
-def _first_alternative(text):
+def _first_alternative(text: str) -> str:
     """`{A} || {B}` (LSF's alternative requirements) -> `A`: batchd takes the first."""
     depth = 0
     for i, c in enumerate(text):
@@ -130,7 +139,7 @@ def _first_alternative(text):
     return text.replace("{", " ").replace("}", " ")
 
 
-def parse_resreq(texts, default_unit="MB"):
+def parse_resreq(texts: list[str], default_unit: str = "MB") -> dict:
     """Every `-R` string (a list, in order) -> a dict with some of mem_mb, gpus (count per
     host), nodes, ntasks_per_node, cpus_per_task. Later strings win; of alternatives
 (`{...} || {...}`, `rusage[mem=2G || mem=1G]`) the first is taken. `select`, `order`,
@@ -176,7 +185,7 @@ _DEP_TYPES = {"done": "afterok", "ended": "afterany", "exit": "afternotok", "sta
 _TOKEN = (r"\s*(&&|\|\||!|\(|\)|,|\"[^\"]*\"|'[^']*'|[^\s()&|!,\"'\[]+\[[^\]]*\]|[^\s()&|!,\"']+)")
 
 
-def _tokens(text):
+def _tokens(text: str) -> list[str]:
     import re
 
     token_re = re.compile(_TOKEN)
@@ -191,7 +200,7 @@ def _tokens(text):
     return out
 
 
-def _job_refs(arg, resolve_name):
+def _job_refs(arg: str, resolve_name: Resolver | None) -> list[str]:
     """A job argument of a condition -> Slurm job references (`123`, `123_4`)."""
     import re
 
@@ -212,8 +221,8 @@ def _job_refs(arg, resolve_name):
     return [str(i) for i in ids]
 
 
-def _expand(idx, shown):
-    out = []
+def _expand(idx: str, shown: str) -> list[int]:
+    out: list[int] = []
     for part in idx.split(","):
         lo, dash, hi = part.partition("-")
         if not lo.isdigit() or (dash and not hi.isdigit()):
@@ -222,7 +231,7 @@ def _expand(idx, shown):
     return out
 
 
-def convert_dependency(text, resolve_name=None):
+def convert_dependency(text: str, resolve_name: Resolver | None = None) -> str:
     """An LSF `-w` expression -> a Slurm --dependency string.
 
     `done(ID)`, `ended(ID)`, `exit(ID)`, `started(ID)` and a bare ID (= done) map to
@@ -236,15 +245,15 @@ def convert_dependency(text, resolve_name=None):
     pos = [0]
     ops = set()
 
-    def peek():
+    def peek() -> str | None:
         return toks[pos[0]] if pos[0] < len(toks) else None
 
-    def take():
+    def take() -> str | None:
         t = peek()
         pos[0] += 1
         return t
 
-    def atom():
+    def atom() -> list[str]:
         t = take()
         if t is None:
             raise LsfError(f"{text}: Dependency condition syntax error")
@@ -275,7 +284,7 @@ def convert_dependency(text, resolve_name=None):
             return [f"{kind}:" + ":".join(_job_refs(arg, resolve_name))]
         return ["afterok:" + ":".join(_job_refs(t, resolve_name))]
 
-    def expr():
+    def expr() -> list[str]:
         items = atom()
         while peek() in ("&&", "||"):
             ops.add(take())
@@ -291,7 +300,7 @@ def convert_dependency(text, resolve_name=None):
 
 
 # ------------------------------------------------------------------------------ -b
-def begin_time(text, now=None):
+def begin_time(text: str, now: float | None = None) -> float:
     """`-b [[[year:]month:]day:]hour:minute` -> unix seconds (local time). Fields left out
     are taken from now; a moment already past moves to the next day (month, year) when
     the day (month, year) was left out, as LSF does."""
@@ -313,7 +322,7 @@ def begin_time(text, now=None):
     if not (0 <= hour <= 23 and 0 <= minute <= 59 and 1 <= day <= 31 and 1 <= month <= 12):
         raise LsfError(f"{text}: Bad begin time specification")
 
-    def at(y, mo, d):
+    def at(y: int, mo: int, d: int) -> float:
         return time.mktime((y, mo, d, hour, minute, 0, 0, 0, -1))
 
     t = at(year, month, day)
@@ -327,7 +336,7 @@ def begin_time(text, now=None):
     return float(t)
 
 
-def output_pattern(text, array=True):
+def output_pattern(text: str, array: bool = True) -> str:
     """LSF's `%J` (job id; an array's own id for its elements) and `%I` (array index) ->
     Slurm's `%A`/`%a` (`%A` is the job id of a job that is not an array; `%I` is `0`
     for it, as in LSF); every other `%` is doubled so that Slurm's expansion leaves it
@@ -345,7 +354,7 @@ def output_pattern(text, array=True):
     return "".join(out)
 
 
-def split_array_name(text):
+def split_array_name(text: str) -> tuple[str, str | None]:
     """`-J "name[1-10:2]%3"` -> ("name", "1-10:2%3"); a plain name -> (name, None)."""
     t = text.strip()
     head, pct, throttle = t.rpartition("%")
