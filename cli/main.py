@@ -20,6 +20,7 @@ SUBCOMMANDS = {
     "price": "cmd_price",
     "eff": "cmd_eff",
     "controller": "cmd_controller",
+    "completion": "cmd_completion",
 }
 
 
