@@ -245,7 +245,7 @@ def _run_rows(j: Job, u: UsageRec, state: str, reason: str) -> list[dict[str, An
                 alloc_cpus=int(u.tres.get("cpu", 0)), req_mem=j.request.get("per_task", {}).get("mem", 0),
                 billing=int(u.billing), reason=reason)
     # the batch step: what the script itself ended with, as slurmd records it
-    if u.state in ("TIMEOUT", "PREEMPTED") or u.state.startswith("CANCELLED"):
+    if u.state in ("TIMEOUT", "PREEMPTED", "REQUEUED") or u.state.startswith("CANCELLED"):
         step_state, step_exit = "CANCELLED", f"0:{15 if u.exit_signal == 0 else u.exit_signal}"
     elif u.state == "FAILED" and u.exit_signal:
         step_state, step_exit = "CANCELLED" if u.exit_signal not in (9,) else "FAILED", exit_str(0, u.exit_signal)
@@ -255,7 +255,7 @@ def _run_rows(j: Job, u: UsageRec, state: str, reason: str) -> list[dict[str, An
                  state=step_state, exit_code=step_exit, alloc_tres=format_tres(alloc_nobill, None,
                                                                                 alphabetical=True),
                  req_tres="", step="batch", nnodes=1, node_list=u.node_list.split(",")[0], billing=0,
-                 qos="", partition="")
+                 qos="", partition="", submit=u.start_time, eligible=u.start_time)
     return [main, batch]
 
 
@@ -272,8 +272,8 @@ def acct_rows(jobs: list[Job], usage: list[UsageRec], *, duplicates: bool = Fals
         rows: list[list[dict[str, Any]]] = []
         for u in recs:
             is_current = u.run == j.restarts and j.state not in ("PENDING", "RUNNING")
-            state = _state_label(j.state, j.action_by) if is_current else (
-                "PREEMPTED" if u.state == "PREEMPTED" and not j.requeue else "REQUEUED")
+            # an earlier run ended in a requeue: PREEMPTED, NODE_FAIL or (scontrol requeue) REQUEUED
+            state = _state_label(j.state, j.action_by) if is_current else u.state
             if is_current:
                 state = _state_label(u.state, j.action_by)
             rows.append(_run_rows(j, u, state, j.reason if is_current else "None"))
@@ -284,13 +284,21 @@ def acct_rows(jobs: list[Job], usage: list[UsageRec], *, duplicates: bool = Fals
             st = j.start_time if j.state == "RUNNING" else None
             en = j.end_time if j.state not in ("PENDING", "RUNNING") else None
             elapsed = int((en or now) - st) if st else 0
-            rows.append([_row(j, state=_state_label(j.state, j.action_by if j.state == "CANCELLED" else None),
-                              exit_code=exit_str(j.exit_code, j.exit_signal), start=st, end=en,
-                              elapsed_s=elapsed, alloc_tres=format_tres(alloc, b, alphabetical=True) if alloc
-                              else "", node_list=j.node_list or "None assigned", nnodes=len(j.allocation or {})
-                              or int(j.request.get("nodes") or 1), ncpus=int(alloc.get("cpu", 0)),
-                              alloc_cpus=int(alloc.get("cpu", 0)), req_mem=0, billing=int(b or 0),
-                              reason=j.reason)])
+            head = _row(j, state=_state_label(j.state, j.action_by if j.state == "CANCELLED" else None),
+                        exit_code=exit_str(j.exit_code, j.exit_signal), start=st, end=en,
+                        elapsed_s=elapsed, alloc_tres=format_tres(alloc, b, alphabetical=True) if alloc
+                        else "", node_list=j.node_list or "None assigned", nnodes=len(j.allocation or {})
+                        or int(j.request.get("nodes") or 1), ncpus=int(alloc.get("cpu", 0)),
+                        alloc_cpus=int(alloc.get("cpu", 0)),
+                        req_mem=j.request.get("per_task", {}).get("mem", 0), billing=int(b or 0),
+                        reason=j.reason)
+            group = [head]
+            if j.state == "RUNNING":  # its batch step runs too
+                group.append(dict(head, job_id=f"{j.display_id}.batch", job_id_raw=f"{j.id}.batch", name="batch",
+                                  user="", exit_code="0:0", alloc_tres=format_tres(alloc, None, alphabetical=True),
+                                  req_tres="", step="batch", nnodes=1, node_list=(j.node_list or "").split(",")[0],
+                                  billing=0, qos="", partition="", submit=st, eligible=st))
+            rows.append(group)
         if not duplicates and rows:
             rows = rows[-1:]
         for group in rows:
