@@ -186,10 +186,18 @@ class Service:
         return found
 
     # ------------------------------------------------------------------ queries
-    def _select(self, ids: list[str] | None, all_jobs: bool) -> list[Job]:
-        """Jobs by Slurm id strings (`123`, `123_4`, `123_[1-3]`); without ids the active
-        jobs plus those that ended within MinJobAge (squeue shows them as CD/F/CA)."""
+    def _in_memory_since(self) -> float:
+        """Jobs that ended before this (unix s) are gone from squeue, scontrol and scancel,
+        as Slurm purges them after MinJobAge (`[scheduler] min_job_age_s`, default 300 s);
+        sacct still has them."""
+        return time.time() - float(self.cfg.scheduler.get("min_job_age_s", 300))
+
+    def _select(self, ids: list[str] | None, all_jobs: bool, purged: bool = False) -> list[Job]:
+        """Jobs by Slurm id strings (`123`, `123_4`, `123_[1-3]`), or without ids the active
+        jobs plus those that ended within MinJobAge (squeue shows them as CD/F/CA), every
+        job with `all_jobs`. With ids, jobs purged after MinJobAge only when `purged`."""
         if ids:
+            since = None if purged else self._in_memory_since()
             plain: set[int] = set()
             arrays: set[int] = set()
             tasks: dict[int, set[int]] = {}
@@ -209,19 +217,19 @@ class Service:
                         out.append(j)
                 elif j.id in plain or (j.array_job_id is not None and j.array_job_id in plain):
                     out.append(j)
-            return out
-        since = None if all_jobs else time.time() - float(self.cfg.scheduler.get("min_job_age_s", 300))
-        return self.store.list_jobs(since=since)
+            return [j for j in out if since is None or j.end_time is None or j.end_time >= since]
+        return self.store.list_jobs(since=None if all_jobs else self._in_memory_since())
 
     def list_jobs(self, query: dict[str, str]) -> dict[str, Any]:
         ids = _csv(query.get("ids"))
-        jobs = self._select(ids, query.get("all") == "1")
+        # squeue -t all and scontrol see the jobs still in memory (MinJobAge), like Slurm
+        jobs = self._select(ids, False)
         jobs = _filter(jobs, query)
         return {"jobs": [views.job_view(j, self.cfg) for j in jobs]}
 
     def accounting(self, caller: Caller, query: dict[str, str]) -> dict[str, Any]:
         ids = _csv(query.get("ids"))
-        jobs = self._select(ids, True) if ids else self.store.list_jobs()
+        jobs = self._select(ids, True, purged=True) if ids else self.store.list_jobs()
         if not ids and query.get("all_users") != "1" and not query.get("users") and not self.is_admin(caller):
             jobs = [j for j in jobs if j.uid == caller.uid]
         elif not ids and query.get("all_users") != "1" and not query.get("users"):

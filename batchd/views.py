@@ -115,6 +115,8 @@ def job_view(j: Job, cfg: Config, now: float | None = None) -> dict[str, Any]:
         "begin_time": j.begin_time, "hold": j.hold, "submit_host": spec.get("submit_host"),
         "cluster": cfg.cluster_name,
     }
+    if j.state == "FAILED" and j.reason in (None, "None") and j.exit_signal == OUTPUT_OPEN_FAILED_SIG:
+        view["reason"] = "JobLaunchFailure"  # scontrol's reason; sacct keeps None
     view.update(request_keys(j, cfg))
     view.update(std_paths(j))
     if j.state == "PENDING" and j.begin_time and not j.hold and j.begin_time > (j.eligible_time or 0):
@@ -122,6 +124,9 @@ def job_view(j: Job, cfg: Config, now: float | None = None) -> dict[str, Any]:
     return view
 
 
+#: The ExitCode signal of a run whose output file could not be opened (Slurm's 0:53;
+#: batchd.supervisor.OUTPUT_OPEN_FAILED_SIG, not imported to keep views light)
+OUTPUT_OPEN_FAILED_SIG = 53
 #: Slurm's NO_VAL: the array task id of a job array's one pending record (and of a plain job)
 NO_VAL_TASK = 4294967294
 

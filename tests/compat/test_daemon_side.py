@@ -311,3 +311,39 @@ def test_node_failure_writes_no_line(tmp_path):
     launcher.terminate(spool, req.job_id, req.run, "node_fail", grace_s=0)
     _wait(spool, req)
     assert Path(req.stdout).read_text().splitlines() == ["start"]
+
+
+# ---------------------------------------------------------------------- sacct rows, purge, reasons
+def test_sacct_rows_of_a_preempted_requeued_run_and_a_running_job(cluster, tmp_path):
+    svc, ctl, store = cluster
+    jid = _running(svc, ctl, tmp_path)
+    rows = svc.accounting(ME, {"ids": str(jid), "duplicates": "1"})["records"]
+    assert [(r["job_id"], r["state"]) for r in rows] == [(str(jid), "RUNNING"), (f"{jid}.batch", "RUNNING")]
+    job = store.get_job(jid)
+    end_run(store, job, "PREEMPTED", 0, 15, job.start_time, time.time(), None, job.restarts)
+    rows = svc.accounting(ME, {"ids": str(jid), "duplicates": "1"})["records"]
+    got = [(r["job_id"], r["state"], r["exit_code"]) for r in rows]
+    assert got == [(str(jid), "PREEMPTED", "0:0"), (f"{jid}.batch", "CANCELLED", "0:15"), (str(jid), "PENDING", "0:0")]
+    assert rows[1]["submit"] == rows[1]["start"] == rows[0]["start"]  # a step is submitted as it starts
+
+
+def test_jobs_purged_after_min_job_age_leave_squeue_and_scancel_but_not_sacct(cluster, tmp_path):
+    svc, _ctl, store = cluster
+    old, recent = submit(svc, tmp_path), submit(svc, tmp_path)
+    store.update_job(old, None, state="COMPLETED", end_time=time.time() - 301)
+    store.update_job(recent, None, state="COMPLETED", end_time=time.time() - 10)
+    assert [j["id"] for j in svc.list_jobs({"ids": f"{old},{recent}", "all": "1"})["jobs"]] == [recent]
+    assert [j["id"] for j in svc.list_jobs({"all": "1"})["jobs"]] == [recent]
+    assert svc.signal_jobs(ME, {"ids": [str(old)]})["errors"] == [{"id": str(old), "message": "Invalid job id specified"}]
+    assert svc.signal_jobs(ME, {"ids": [str(recent)]})["errors"][0]["message"] == \
+        "Job/step already completing or completed"
+    assert {r["job_id"] for r in svc.accounting(ME, {"ids": str(old)})["records"]} == {str(old)}
+
+
+def test_output_open_failure_reads_joblaunchfailure_in_scontrol_only(tmp_path):
+    cfg = load_config(str(CONFIG), dev=True)
+    j = _job(tmp_path, state="FAILED")
+    j.exit_signal = 53
+    assert job_view(j, cfg)["reason"] == "JobLaunchFailure"
+    j.exit_signal, j.exit_code = 0, 1
+    assert job_view(j, cfg)["reason"] == "None"
