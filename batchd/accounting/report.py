@@ -18,7 +18,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from batchd.accounting.charge import CENT, NOT_CHARGED, to_money, unit_price
+from batchd.accounting.charge import CENT, charge_counts, run_seconds, to_money, unit_price
 from batchd.accounting.prices import HOUR_S, PriceBook
 from batchd.accounting.rollup import Key, add_run
 from batchd.store import Store
@@ -66,18 +66,21 @@ def _allocate_cents(exact: list[Fraction], total: Decimal) -> list[Decimal]:
     return [Decimal(c) * CENT for c in cents]
 
 
+Run = tuple[float, float, dict[str, Any], float]  # start_time, end_time, tres, billing
+
+
 def _extra_runs(store: Store, start: int, end: int, now: float, accounts: set[str] | None,
-                users: set[str] | None) -> tuple[dict[Key, float], int]:
+                users: set[str] | None) -> tuple[dict[Key, float], list[Run]]:
     """Hourly sums of what the rollup has not taken: unrolled records and RUNNING jobs
-    (to `now`), clipped to [start, end); and how many runs that was."""
+    (to `now`), clipped to [start, end); and those runs."""
     sums: dict[Key, float] = defaultdict(float)
-    n = 0
+    runs: list[Run] = []
     for r in sql.unrolled_in_period(store, start, end):
         if (accounts and r.account not in accounts) or (users and r.user not in users):
             continue
         add_run(sums, r.account, r.user, r.node_list, r.tres, r.billing, r.start_time, r.end_time,
                 r.gpu_util_pct, (start, end))
-        n += 1
+        runs.append((r.start_time, r.end_time, r.tres, r.billing))
     for j in sql.running_jobs(store):
         if (accounts and j["account"] not in accounts) or (users and j["user"] not in users):
             continue
@@ -85,14 +88,26 @@ def _extra_runs(store: Store, start: int, end: int, now: float, accounts: set[st
         tres.pop("billing", None)
         add_run(sums, j["account"], j["user"], j["node_list"], tres, j["billing"], j["start_time"], now,
                 None, (start, end))
-        n += 1
-    return sums, n
+        runs.append((j["start_time"], now, tres, j["billing"]))
+    return sums, runs
 
 
-def build_report(store: Store, *, start: int, end: int, now: float, group_by: list[str] | None = None,
-                 accounts: list[str] | None = None, users: list[str] | None = None,
-                 spread_idle: bool = False, capacity: dict[str, float] | None = None,
-                 zero_gpu_s: float = 3600.0, daily: bool = False, raw: bool = False) -> dict[str, Any]:
+def build_report(store: Store, **kw: Any) -> dict[str, Any]:
+    """`_build` (see there), again when a rollup ran while it read: the report reads in
+    several transactions, and a run moving from "not rolled up" to "rolled up" between
+    them would be counted on one side only."""
+    for _ in range(3):
+        before = sql.ledger_size(store)
+        rep = _build(store, **kw)
+        if sql.ledger_size(store) == before:
+            break
+    return rep
+
+
+def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str] | None = None,
+           accounts: list[str] | None = None, users: list[str] | None = None,
+           spread_idle: bool = False, capacity: dict[str, float] | None = None,
+           zero_gpu_s: float = 3600.0, daily: bool = False, raw: bool = False) -> dict[str, Any]:
     """The report over [start, end) (unix seconds; rounded down to whole hours, as sreport
     does). `group_by` is a subset of GROUPS, in the caller's order (default account).
     `daily` adds {"daily": {"YYYY-MM-DD": {account: GPU-hours}}} (the HTML chart),
@@ -115,7 +130,7 @@ def build_report(store: Store, *, start: int, end: int, now: float, group_by: li
         p = unit_price(book, tres, segments[idx][0])
         if p:
             costs[gvals] += p * Fraction(amount)
-    extra, extra_runs = _extra_runs(store, start, end, now, accts, usrs)
+    extra, extra_list = _extra_runs(store, start, end, now, accts, usrs)
     for key, v in extra.items():
         gvals = tuple(str(key[_KEY_INDEX[g]]) for g in group_by)
         amounts[gvals][key[5]] += v
@@ -123,15 +138,15 @@ def build_report(store: Store, *, start: int, end: int, now: float, group_by: li
         if p:
             costs[gvals] += p * Fraction(v)
 
-    # ---- the job side: straight from usage records (+ the same running jobs)
-    # every TRES that has a price, and every GPU type seen (they may fall back to gres/gpu)
-    names = ({t for tres_s in amounts.values() for t in tres_s} | {p.tres for p in book.prices}) - NOT_CHARGED
-    priced = [t for t in sorted(names) if any(unit_price(book, t, a) for a, _ in segments)]
-    job_sums = sql.job_side_sums(store, segments, priced, accounts, users)
+    # ---- the job side: run by run (the ledger of rolled-up runs, then the others),
+    # each cut at price changes only, never at hours: a second path to the same money
     jobs_exact = Fraction(0)
-    for (idx, t), v in job_sums.items():
-        jobs_exact += (unit_price(book, t, segments[idx][0]) or 0) * Fraction(v)
-    jobs_exact += _running_cost(store, book, start, end, now, accts, usrs)
+    for (idx, t), v in sql.ledger_sums(store, segments, accounts, users).items():
+        p = unit_price(book, t, segments[idx][0])
+        if p:
+            jobs_exact += p * Fraction(v)
+    for run in extra_list:
+        jobs_exact += _run_cost(book, segments, run)
 
     # ---- per hour: borrowed GPU-hours, idle capacity, daily chart
     hourly = sql.hourly_gpu(store, start, end, accounts, users)
@@ -231,7 +246,7 @@ def build_report(store: Store, *, start: int, end: int, now: float, group_by: li
                    "cost": str(total)},
         "jobs_cost": str(jobs_total),
         "reconciled": jobs_total == total and sum((Decimal(r["cost"]) for r in rows), Decimal(0)) == total,
-        "running_included": extra_runs,
+        "running_included": len(extra_list),
         "flags": [dict(r, reason="gpu_zero_util") for r in sql.zero_gpu_runs(store, zero_gpu_s, start, end)
                   if (not accts or r["account"] in accts) and (not usrs or r["user"] in usrs)],
     }
@@ -249,20 +264,17 @@ def build_report(store: Store, *, start: int, end: int, now: float, group_by: li
     return out
 
 
-def _running_cost(store: Store, book: PriceBook, start: int, end: int, now: float,
-                  accts: set[str] | None, usrs: set[str] | None) -> Fraction:
-    """Exact cost of RUNNING jobs inside [start, end), to `now`, job by job."""
+def _run_cost(book: PriceBook, segments: list[tuple[int, int]], run: Run) -> Fraction:
+    """Exact cost of one run inside the segments (cut at price changes only)."""
+    s, e = run_seconds(run[0], run[1])
+    counts = charge_counts(run[2], run[3])
     total = Fraction(0)
-    for j in sql.running_jobs(store):
-        if (accts and j["account"] not in accts) or (usrs and j["user"] not in usrs):
+    for a, b in segments:
+        secs = min(e, b) - max(s, a)
+        if secs <= 0:
             continue
-        tres = parse_tres(j["tres_alloc"])
-        tres.pop("billing", None)
-        sums: dict[Key, float] = defaultdict(float)
-        add_run(sums, j["account"], j["user"], j["node_list"], tres, j["billing"], j["start_time"], now,
-                None, (start, end))
-        for k, v in sums.items():
-            p = unit_price(book, k[5], k[0])
+        for t, n in counts.items():
+            p = unit_price(book, t, a)
             if p:
-                total += p * Fraction(v)
+                total += p * Fraction(n) * secs
     return total

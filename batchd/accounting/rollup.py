@@ -21,6 +21,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import Any
 
 from batchd.accounting.charge import charge_counts, gpu_type_of, run_seconds, split_hours
 from batchd.model import UsageRec
@@ -62,6 +63,24 @@ def sums_of(records: Iterable[UsageRec | sql.Run], clip: tuple[int, int] | None 
     return sums
 
 
+_LEDGER_COLS = (("cpu", "cpu_n"), ("mem", "mem_n"), ("node", "node_n"), ("billing", "billing_n"),
+                ("gres/gpu", "gpu_n"))
+
+
+def ledger_entry(r: UsageRec | sql.Run, usage_id: int, now: float) -> dict[str, Any]:
+    """The ledger row of one usage record: its whole-second run and charged counts."""
+    s, e = run_seconds(r.start_time, r.end_time)
+    counts = charge_counts(r.tres, r.billing)
+    gtype = gpu_type_of(r.tres)
+    row: dict[str, Any] = {"usage_id": usage_id, "rolled_at": now, "account": r.account, "user": r.user,
+                           "start_s": s, "end_s": e, "gpu_type": gtype}
+    for name, col in _LEDGER_COLS:
+        row[col] = counts.pop(name, 0.0)
+    row["typed_n"] = counts.pop("gres/gpu:" + gtype, 0.0) if gtype else 0.0
+    row["other"] = counts or None
+    return row
+
+
 def run_rollup(store: Store, now: float | None = None, batch: int = 2000) -> int:
     """Roll up every usage record not yet rolled up; returns how many were taken.
 
@@ -75,7 +94,7 @@ def run_rollup(store: Store, now: float | None = None, batch: int = 2000) -> int
         if not recs:
             break
         sums = sums_of(recs)
-        sql.apply_rollup(store, [r.id for r in recs], dict(sums), now)
+        sql.apply_rollup(store, [ledger_entry(r, r.id, now) for r in recs], dict(sums), now)
         done += len(recs)
         if len(recs) < batch:
             break

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from sqlalchemy import Integer, case, cast, func, insert, select
+from sqlalchemy import func, insert, select
 
 from batchd.accounting.prices import Price
 from batchd.store import Store
@@ -157,15 +157,16 @@ def _tall(gtype: str, tres: str, values: Any) -> Iterator[tuple[str, float]]:
             yield ("gres/gpu:" + gtype if name == "typed" else name), float(v)
 
 
-def apply_rollup(store: Store, usage_ids: list[int], sums: dict[tuple[int, str, str, str, str, str], float],
-                 now: float) -> None:
+def apply_rollup(store: Store, ledger: list[dict[str, Any]],
+                 sums: dict[tuple[int, str, str, str, str, str], float], now: float) -> None:
     """Add `sums` ((hour, account, user, node, gpu_type, tres) -> TRES-seconds) to the
-    hourly table and mark `usage_ids` rolled up, in ONE transaction: either both
-    happen or neither. A record already in the ledger makes the whole transaction fail
-    (IntegrityError) instead of counting it twice."""
+    hourly table and write the `ledger` rows (columns of RollupLedger) of the records
+    they come from, in ONE transaction: either both happen or neither. A record
+    already in the ledger makes the whole transaction fail (IntegrityError) instead of
+    counting it twice."""
     with store.tx() as s:
-        if usage_ids:
-            s.execute(insert(RollupLedger), [{"usage_id": i, "rolled_at": now} for i in usage_ids])
+        if ledger:
+            s.execute(insert(RollupLedger), ledger)
         if fault_hook is not None:
             fault_hook("ledger")
         if sums:
@@ -178,6 +179,12 @@ def apply_rollup(store: Store, usage_ids: list[int], sums: dict[tuple[int, str, 
                 conn.exec_driver_sql(_UPSERT.format(m=mark), rows[i:i + 10000])
         if fault_hook is not None:
             fault_hook("sums")
+
+
+def ledger_size(store: Store) -> int:
+    """How many usage records the rollup has taken (only ever grows)."""
+    with store.tx() as s:
+        return int(s.scalar(select(func.count()).select_from(RollupLedger)) or 0)
 
 
 def rollup_status(store: Store) -> dict[str, Any]:
@@ -299,34 +306,32 @@ def update_efficiency(store: Store, job_id: int, run: int,
 
 
 
-def job_side_sums(store: Store, segments: list[tuple[int, int]], keys: list[str],
-                  accounts: Iterable[str] | None = None,
-                  users: Iterable[str] | None = None) -> dict[tuple[int, str], float]:
-    """Straight from the usage records (not the rollups): per (segment index, key) the
-    sum over runs of count x seconds of the run inside the segment, with the run cut to
-    whole seconds [floor(start), floor(end)) as the rollup does. `keys` are TRES names
-    of the records' `tres` plus "billing" (the billing column). One transaction."""
+def ledger_sums(store: Store, segments: list[tuple[int, int]], accounts: Iterable[str] | None = None,
+                users: Iterable[str] | None = None) -> dict[tuple[int, str], float]:
+    """The per-job side of the check, from the ledger (not the hourly table): per
+    (segment index, TRES) the sum over rolled-up runs of count x seconds of the run
+    inside the segment. One transaction."""
     pg = store.engine.dialect.name == "postgresql"
-    fs = func.floor(UsageRecord.start_time) if pg else cast(UsageRecord.start_time, Integer)
-    fe = func.floor(UsageRecord.end_time) if pg else cast(UsageRecord.end_time, Integer)
-    out: dict[tuple[int, str], float] = {}
+    lo_f, hi_f = (func.greatest, func.least) if pg else (func.max, func.min)
+    cols = [("cpu", RollupLedger.cpu_n), ("mem", RollupLedger.mem_n), ("node", RollupLedger.node_n),
+            ("billing", RollupLedger.billing_n), ("gres/gpu", RollupLedger.gpu_n), ("typed", RollupLedger.typed_n)]
+    out: dict[tuple[int, str], float] = defaultdict(float)
     with store.tx() as s:
         for idx, (a, b) in enumerate(segments):
-            lo = case((fs > a, fs), else_=a)
-            hi = case((fe < b, fe), else_=b)
-            secs = case((hi > lo, hi - lo), else_=0)
-            cols = []
-            for k in keys:
-                count = UsageRecord.billing if k == "billing" else UsageRecord.tres[k].as_float()
-                cols.append(func.sum(func.coalesce(count, 0.0) * secs))
-            if not cols:
-                continue
-            q = select(*cols).where(UsageRecord.end_time >= a, UsageRecord.start_time < b)
-            q = _filters(q, UsageRecord, accounts, users)
-            row = s.execute(q).one()
-            for k, v in zip(keys, row, strict=True):
-                out[(idx, k)] = float(v or 0.0)
-    return out
+            secs = hi_f(RollupLedger.end_s, b) - lo_f(RollupLedger.start_s, a)
+            where = (RollupLedger.end_s > a, RollupLedger.start_s < b)
+            q = (select(RollupLedger.gpu_type, *[func.sum(c * secs) for _, c in cols])
+                 .where(*where).group_by(RollupLedger.gpu_type))
+            for row in s.execute(_filters(q, RollupLedger, accounts, users)):
+                for (name, _), v in zip(cols, row[1:], strict=True):
+                    if v:
+                        out[(idx, "gres/gpu:" + row[0] if name == "typed" else name)] += float(v)
+            q = select(RollupLedger.start_s, RollupLedger.end_s, RollupLedger.other).where(
+                *where, RollupLedger.other.is_not(None))
+            for st, en, other in s.execute(_filters(q, RollupLedger, accounts, users)):
+                for name, n in (other or {}).items():
+                    out[(idx, name)] += float(n) * (min(en, b) - max(st, a))
+    return dict(out)
 
 
 def zero_gpu_runs(store: Store, min_zero_s: float, start: float, end: float) -> list[dict[str, Any]]:

@@ -252,13 +252,28 @@ class UsageHourly(Base):
 
 
 class RollupLedger(Base):
-    """The rollup's watermark, kept per usage record: a row per usage record already
-    added to `usage_hourly`, written in the same transaction as the sums, so that a
-    crashed rollup neither loses nor doubles a record (ids may commit out of order on
-    PostgreSQL, which a single max-id watermark would miss)."""
+    """The rollup's watermark, kept per usage record, and the per-job side of the bill's
+    check: a row per usage record already added to `usage_hourly`, written in the same
+    transaction as the sums (so a crashed rollup neither loses nor doubles a record; ids
+    may commit out of order on PostgreSQL, which a single max-id watermark would miss).
+    It keeps what the record is charged for: its whole-second run [start_s, end_s), the
+    common TRES counts (as in `usage_hourly`: `typed_n` counts gres/gpu:<gpu_type>) and
+    any other TRES in `other` ({name: count}, None when there is none)."""
     __tablename__ = "rollup_ledger"
     usage_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     rolled_at: Mapped[float] = mapped_column(Float, nullable=False)
+    account: Mapped[str] = mapped_column(String(64), nullable=False)
+    user: Mapped[str] = mapped_column(String(64), nullable=False)
+    start_s: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    end_s: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    gpu_type: Mapped[str] = mapped_column(String(64), nullable=False)
+    cpu_n: Mapped[float] = mapped_column(Float, nullable=False)
+    mem_n: Mapped[float] = mapped_column(Float, nullable=False)
+    node_n: Mapped[float] = mapped_column(Float, nullable=False)
+    billing_n: Mapped[float] = mapped_column(Float, nullable=False)
+    gpu_n: Mapped[float] = mapped_column(Float, nullable=False)
+    typed_n: Mapped[float] = mapped_column(Float, nullable=False)
+    other: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
 
 
 class JobEfficiency(Base):

@@ -52,6 +52,18 @@ def upgrade() -> None:
         'rollup_ledger',
         sa.Column('usage_id', sa.Integer(), autoincrement=False, nullable=False),
         sa.Column('rolled_at', sa.Float(), nullable=False),
+        sa.Column('account', sa.String(length=64), nullable=False),
+        sa.Column('user', sa.String(length=64), nullable=False),
+        sa.Column('start_s', sa.BigInteger(), nullable=False),
+        sa.Column('end_s', sa.BigInteger(), nullable=False),
+        sa.Column('gpu_type', sa.String(length=64), nullable=False),
+        sa.Column('cpu_n', sa.Float(), nullable=False),
+        sa.Column('mem_n', sa.Float(), nullable=False),
+        sa.Column('node_n', sa.Float(), nullable=False),
+        sa.Column('billing_n', sa.Float(), nullable=False),
+        sa.Column('gpu_n', sa.Float(), nullable=False),
+        sa.Column('typed_n', sa.Float(), nullable=False),
+        sa.Column('other', sa.JSON(), nullable=True),
         sa.PrimaryKeyConstraint('usage_id', name=op.f('pk_rollup_ledger')),
     )
     op.create_table(

@@ -104,3 +104,23 @@ def test_rollup_killed_midway_loses_and_doubles_nothing(store, db_url):
     assert sql.rollup_status(store)["rolled"] == 60  # three whole batches, nothing of the 4th
     assert run_rollup(store, 0) == 540
     assert _table(store) == _expected(store)
+
+
+def test_report_taken_while_a_rollup_runs_still_reconciles(store, monkeypatch):
+    from batchd.accounting.prices import make_price
+    from batchd.accounting.report import build_report
+
+    sql.add_prices(store, [make_price("gres/gpu:h200", "1.00", "EUR", "2026-01-01")])
+    insert_usage(store, _records(200))
+    real = sql.ledger_sums
+    calls = []
+
+    def rollup_in_between(*a, **kw):  # the daemon's timer fires between two of the report's reads
+        calls.append(1)
+        if len(calls) == 1:
+            run_rollup(store, 0)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(sql, "ledger_sums", rollup_in_between)
+    rep = build_report(store, start=int(ts("2026-10-01")), end=int(ts("2026-11-01")), now=ts("2027-01-01"))
+    assert len(calls) == 2 and rep["reconciled"]
