@@ -31,10 +31,13 @@ INELIGIBLE = ("JobHeldUser", "JobHeldAdmin", REQUEUE_HELD, "BeginTime", "Depende
 
 
 def dependency_status(dep: dict[str, Any], j: Job, jobs: list[Job], by_id: dict[int, Job] | None = None,
-                      now: float | None = None) -> tuple[str, str]:
+                      now: float | None = None, arrays: set[int] | None = None,
+                      namesakes: list[Job] | None = None) -> tuple[str, str]:
     """(verdict, `Dependency=` text) of job `j`'s parsed dependency `dep` against `jobs`
     (the jobs it may name, plus the others of its name and user for `singleton`), as
-    `batchd.dependency.status` computes them; a job missing from `jobs` counts as purged."""
+    `batchd.dependency.status` computes them; a job missing from `jobs` counts as purged.
+    `by_id`, `arrays` (the array job ids among `jobs`) and `namesakes` (the jobs of `j`'s
+    name and user) may be given precomputed; they are derived from `jobs` otherwise."""
     index = by_id if by_id is not None else {o.id: o for o in jobs}
 
     def lookup_state(job_id: int, task_id: int | None) -> Any:
@@ -43,14 +46,17 @@ def dependency_status(dep: dict[str, Any], j: Job, jobs: list[Job], by_id: dict[
     def lookup_start(job_id: int, task_id: int | None) -> Any:
         return lookup_job(index, jobs, job_id, task_id, "start_time")
 
-    same = [(o.id, o.state) for o in jobs if o.name == j.name and o.user == j.user and o.id != j.id]
+    if namesakes is None:
+        namesakes = [o for o in jobs if o.name == j.name and o.user == j.user]
+    same = [(o.id, o.state) for o in namesakes if o.id != j.id]
     verdict, _text = deps.status(dep, lookup_state, job_id=j.id, task_id=j.array_task_id, singleton_jobs=same,
                                  lookup_start=lookup_start, now=now)
     if verdict == "satisfied":
         return verdict, "(null)"
     results = deps.item_results(dep, lookup_state, job_id=j.id, task_id=j.array_task_id, singleton_jobs=same,
                                 lookup_start=lookup_start, now=now)
-    arrays = {o.array_job_id for o in jobs if o.array_job_id is not None}
+    if arrays is None:
+        arrays = {o.array_job_id for o in jobs if o.array_job_id is not None}
     parts = [_dependency_item(it, it["job_id"] in arrays) + ("(failed)" if r == "never" else "(unfulfilled)")
              for it, r in zip(dep["items"], results, strict=True) if r != "satisfied"]
     return verdict, ("?" if dep["op"] == "or" else ",").join(parts)
@@ -139,6 +145,7 @@ class Controller:
         self._stored_reason: dict[int, str] = {}
         self._dep_text: dict[int, str | None] = {}  # job id -> new Dependency= text, this cycle
         self._eligible: dict[int, float] = {}  # job id -> new EligibleTime, this cycle
+        self._dep_index: tuple[set[int], dict[tuple[str, str], list[Job]]] | None = None
         self._stored_priority: dict[int, int] = {}
         self._stored_estimate: dict[int, float | None] = {}
 
@@ -150,7 +157,13 @@ class Controller:
         dep = j.request.get("dependency")
         verdict = "satisfied"
         if dep:
-            verdict, text = dependency_status(dep, j, all_jobs, by_id, now)
+            if self._dep_index is None:  # once per snapshot: array ids, jobs by (name, user)
+                names: dict[tuple[str, str], list[Job]] = {}
+                for o in all_jobs:
+                    names.setdefault((o.name, o.user), []).append(o)
+                self._dep_index = ({o.array_job_id for o in all_jobs if o.array_job_id is not None}, names)
+            arrays, names = self._dep_index
+            verdict, text = dependency_status(dep, j, all_jobs, by_id, now, arrays, names.get((j.name, j.user), []))
             shown = None if verdict == "satisfied" else text
             if shown != j.dependency:
                 self._dep_text[j.id] = shown
@@ -188,6 +201,7 @@ class Controller:
         by_id = {j.id: j for j in jobs}
         self._stored_reason = {j.id: j.reason for j in jobs if j.state == "PENDING"}
         self._dep_text, self._eligible = {}, {}
+        self._dep_index = None
         self._stored_priority = {j.id: j.priority for j in jobs if j.state in ("PENDING", "RUNNING")}
         self._stored_estimate = {j.id: j.start_estimate for j in jobs if j.state == "PENDING"}
         qos = {q.name: q for q in self.cfg.qos}

@@ -149,7 +149,8 @@ def request_keys(j: Job, cfg: Config) -> dict[str, Any]:
     min_cpus, cpus_per_task, constraint."""
     spec, req = j.spec, j.request
     per_task = req.get("per_task") or {}
-    cpt = int(per_task.get("cpu") or spec.get("cpus_per_task") or 1)
+    # as requested (-c, or derived from --cpus-per-gpu); --exclusive widens the allocation only
+    cpt = int(spec.get("cpus_per_task") or (per_task.get("cpu") if not spec.get("exclusive") else 1) or 1)
     gres = list(spec.get("gres") or [])
     if spec.get("gpus_per_node"):
         gres.append({"name": "gpu", **spec["gpus_per_node"]})
