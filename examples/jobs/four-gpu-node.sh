@@ -13,6 +13,6 @@
 # job is preempted) the batch shell gets SIGUSR1: save a checkpoint; a requeued run sees
 # SLURM_RESTART_COUNT > 0 and resumes from it.
 trap 'echo "checkpoint requested"; touch checkpoint.flag' USR1
-echo "restart $SLURM_RESTART_COUNT, GPUs $CUDA_VISIBLE_DEVICES"
+echo "restart ${SLURM_RESTART_COUNT:-0}, GPUs $CUDA_VISIBLE_DEVICES"
 python3 -c 'import time; time.sleep(5)' &
 wait
