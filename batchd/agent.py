@@ -157,7 +157,8 @@ class Agent:
                          int(self.cfg.scheduler.get("grace_time_s", 60)))
             if action == "requeue":
                 sig, grace = int(_signal.SIGTERM), self.cfg.kill_wait_s
-            launcher.terminate(self.spool, j.id, j.restarts, "preempt", signal=int(sig), grace_s=grace)
+            launcher.terminate(self.spool, j.id, j.restarts, "preempt", signal=int(sig), grace_s=grace,
+                               cause=action)
         elif action.startswith("signal:"):
             parts = action.split(":")
             launcher.send_signal(self.spool, j.id, j.restarts, int(parts[1]), batch_only=len(parts) > 2)

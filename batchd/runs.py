@@ -40,11 +40,12 @@ def end_run(store: Store, j: Job, state: str, code: int, sig: int, start: float,
     requeue = (state in ("PREEMPTED", "NODE_FAIL") and j.requeue) or state == "REQUEUED"
     changes: dict[str, Any]
     if requeue:
+        # as slurmctld: a requeued job is submitted anew (its age restarts) and may not
+        # start again for REQUEUE_HOLD_S (reason BeginTime), whatever requeued it
         changes = {
             "state": "PENDING", "restarts": run + 1, "allocation": None, "start_time": None,
             "end_time": None, "node_list": "", "tres_alloc": "", "action": None,
-            "reason": "BeginTime" if state == "REQUEUED" else "None",
-            "begin_time": end + REQUEUE_HOLD_S if state == "REQUEUED" else j.begin_time,
+            "reason": "BeginTime", "begin_time": end + REQUEUE_HOLD_S, "submit_time": end,
         }
     else:
         changes = {"state": state, "end_time": end, "exit_code": code, "exit_signal": sig, "action": None,

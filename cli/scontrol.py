@@ -164,6 +164,8 @@ def job_lines(j: dict, details: bool = False) -> list[str]:
         lines.append(f"   TresPerJob={g('tres_per_job')}")
     if g("tres_per_node"):
         lines.append(f"   TresPerNode={g('tres_per_node')}")
+    if g("tres_per_task"):
+        lines.append(f"   TresPerTask={g('tres_per_task')}")
     return lines
 
 
