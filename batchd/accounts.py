@@ -227,18 +227,36 @@ def apply_doc(service: Any, caller: Any, doc: dict[str, Any], dry_run: bool) -> 
         raise PermissionDenied("only an administrator may change accounts")
     store = service.store
     parsed = parse_accounts(doc, cluster_gpu_types(store.list_nodes()))
+    if doc.get("price") is not None:
+        _parse_prices(doc)  # refuse a bad price before anything changes
     changes = diff(store.list_accounts(), store.list_associations(), parsed)
     prices = doc.get("price")
     if not dry_run:
         store.replace_accounts(parsed.accounts, parsed.associations, caller.uid, changes)
-        if prices:
-            try:
-                from batchd.accounting.prices import apply_prices
-            except ImportError:
-                raise InvalidRequest("[[price]] tables need the chargeback module") from None
-            changes = changes + apply_prices(store, prices, caller.uid)
+        if prices is not None:
+            changes = changes + _apply_prices(store, doc, caller.uid)
         service.wake()
     return {"changes": changes, "applied": not dry_run}
+
+
+def _parse_prices(doc: dict[str, Any]) -> list[Any]:
+    from batchd.accounting.prices import PriceError, parse_prices
+
+    try:
+        return parse_prices(doc)
+    except PriceError as e:
+        raise InvalidRequest(f"price: {e}") from None
+
+
+def _apply_prices(store: Any, doc: dict[str, Any], uid: int) -> list[str]:
+    """Make the price list match the file's [[price]] tables; the changes as lines."""
+    from batchd.store.accounting import replace_prices
+
+    res = replace_prices(store, _parse_prices(doc), uid)
+    def line(sign: str, p: dict[str, Any]) -> str:
+        return f"{sign} price " + " ".join(f"{k}={v}" for k, v in p.items() if v is not None)
+
+    return [line("+", p) for p in res.get("added", [])] + [line("-", p) for p in res.get("removed", [])]
 
 
 def modify(service: Any, caller: Any, body: dict[str, Any]) -> dict[str, Any]:

@@ -37,6 +37,12 @@ class Agent:
         os.makedirs(self.spool, mode=0o711, exist_ok=True)
         self.on_change = on_change or (lambda: None)
         self.steps = StepRunner(store, self.spool, self.nodes, cfg.cluster_name, cfg.gpu_env)
+        self._last_sample: dict[tuple[int, int], float] = {}
+        self._gpu_sampler: Any = None
+        if any(cfg.node(n).gpus == "nvml" for n in self.nodes):
+            from batchd.gpusample import GpuSampler
+
+            self._gpu_sampler = GpuSampler()
         self._sent: dict[tuple[int, int], str] = {}
 
     def _mine(self, j: Job) -> bool:
@@ -71,8 +77,10 @@ class Agent:
                 launcher.terminate(self.spool, j.id, run, "node_fail", grace_s=0)
                 self._finish(j, st, lost=True)
                 ended += 1
-            elif j.action:
-                self._forward(j)
+            else:
+                if j.action:
+                    self._forward(j)
+                self._sample(j, st.pid)
         # runs in the spool that the store no longer shows running here: the store gave
         # up on them (cancelled, or NODE_FAIL while this agent was away and requeued).
         # A live one is killed; an ended one is recorded unless the store has its end.
@@ -97,6 +105,38 @@ class Agent:
                 launcher.collect(self.spool, job_id, run)
         self.steps.step()
         return ended
+
+    # ------------------------------------------------------------------ efficiency
+    def _sample(self, j: Job, pid: int) -> None:
+        """Every `[accounting] sample_interval_s`: the run's CPU (psutil over its process
+        tree) and, where NVML serves the node, its GPUs' utilisation and memory."""
+        interval = self.cfg.sample_interval_s
+        key = (j.id, j.restarts)
+        now = time.time()
+        if interval <= 0 or not pid or now - self._last_sample.get(key, 0.0) < interval:
+            return
+        self._last_sample[key] = now
+        from batchd.accounting.efficiency import record_sample, sample_job
+
+        devices = self._gpu_uuids(j) if self._gpu_sampler is not None else None
+        try:
+            record_sample(self.store, j.id, j.restarts,
+                          sample_job([pid], devices=devices, gpu_sampler=self._gpu_sampler, now=now))
+        except Exception as e:  # sampling never disturbs the job or the agent
+            log.warning("sample failed job_id=%s error=%s", j.id, e)
+
+    def _gpu_uuids(self, j: Job) -> list[str]:
+        """UUIDs of the devices (or MIG instances) the job holds on this agent's nodes."""
+        out: list[str] = []
+        inv = {n.name: n.gpus for n in self.store.list_nodes() if n.name in self.nodes}
+        for node, a in (j.allocation or {}).items():
+            by_index = {g.get("index"): g.get("uuid") for g in inv.get(node, []) if "index" in g}
+            for g in a.get("gpus", []):
+                s = str(g)
+                uuid = s.split(":", 1)[1] if ":" in s else by_index.get(int(s))
+                if uuid:
+                    out.append(uuid)
+        return out
 
     # ------------------------------------------------------------------ launch
     def _launch(self, j: Job) -> None:
@@ -192,6 +232,7 @@ class Agent:
         mark the spool run collected."""
         run = j.restarts if run is None else run
         end_run(self.store, j, state, code, sig, start, end, rusage, run)
+        self._last_sample.pop((j.id, run), None)
         try:
             launcher.collect(self.spool, j.id, run)
         except FileNotFoundError:

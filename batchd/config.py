@@ -19,7 +19,8 @@ Layout (every key optional unless marked):
     [scheduler]   interval_s = 5, placement = "pack"|"spread", backfill = true, kill_wait_s = 30,
                   grace_time_s = 60, quota_reclaim_by_priority = false, passes = [...]
     [priority]    the policy keys of batchd.priority (weight_age, decay_half_life_s, ...)
-    [accounting]  tres_billing_weights = "CPU=1.0,Mem=0.25G,GRES/gpu=2.0"
+    [accounting]  tres_billing_weights = "CPU=1.0,Mem=0.25G,GRES/gpu=2.0", sample_interval_s = 30,
+                  rollup_interval_s = 300, zero_gpu_flag_s = 3600
     [gpu_aliases] "NVIDIA RTX PRO 6000 Blackwell Server Edition" = "rtxpro6000"
     [[partition]] name (required), nodes = ["n1"] or "ALL", default = false,
                   max_time = "UNLIMITED" | Slurm time, default_time = Slurm time, priority_job_factor = 1
@@ -90,12 +91,28 @@ class Config:
     tres_billing_weights: str = "CPU=1.0,Mem=0.25G,GRES/gpu=1.0"
     gpu_aliases: dict[str, str] = field(default_factory=dict)
     accounts_file: str | None = None
+    accounting: dict[str, Any] = field(default_factory=dict)
     database_password_file: str | None = None
     dev: bool = False
 
     @property
     def interval_s(self) -> float:
         return float(self.scheduler.get("interval_s", 5))
+
+    @property
+    def sample_interval_s(self) -> float:
+        """How often the agent samples each running job's CPU/GPU use (0 = never)."""
+        return float(self.accounting.get("sample_interval_s", 30))
+
+    @property
+    def rollup_interval_s(self) -> float:
+        """How often the controller rolls usage records up into hourly sums."""
+        return float(self.accounting.get("rollup_interval_s", 300))
+
+    @property
+    def zero_gpu_flag_s(self) -> float:
+        """A run holding its GPUs at 0 % this long is flagged in the report."""
+        return float(self.accounting.get("zero_gpu_flag_s", 3600))
 
     @property
     def def_mem_per_cpu_mb(self) -> int:
@@ -228,6 +245,12 @@ def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
     cfg.gpu_aliases = {str(k): _str(path, f"gpu_aliases.{k}", v)
                        for k, v in data.get("gpu_aliases", {}).items()}
     acct = data.get("accounting", {})
+    for k, v in acct.items():
+        if k not in ("tres_billing_weights", "sample_interval_s", "rollup_interval_s", "zero_gpu_flag_s"):
+            raise _fail(path, f"accounting.{k}", "unknown key")
+        if k != "tres_billing_weights" and (isinstance(v, bool) or not isinstance(v, int | float) or v < 0):
+            raise _fail(path, f"accounting.{k}", f"must be a number >= 0, got {v!r}")
+    cfg.accounting = dict(acct)
     if "tres_billing_weights" in acct:
         w = _str(path, "accounting.tres_billing_weights", acct["tres_billing_weights"])
         try:

@@ -145,6 +145,9 @@ class Daemon:
         self._scheduler = BackgroundScheduler(daemon=True)
         self._scheduler.add_job(self.wake, "interval", seconds=self.cfg.interval_s, id="cycle",
                                 max_instances=1, coalesce=True)
+        if self.cfg.rollup_interval_s > 0:
+            self._scheduler.add_job(self._rollup, "interval", seconds=self.cfg.rollup_interval_s, id="rollup",
+                                    max_instances=1, coalesce=True)
         self._scheduler.start()
         self.notifier.start()
         self.loop_thread = threading.Thread(target=self._loop, name="loop", daemon=True)
@@ -152,6 +155,20 @@ class Daemon:
         log.info("batchd started cluster=%s socket=%s nodes=%s db=%s", self.cfg.cluster_name, self.cfg.socket,
                  ",".join(self.node_names), self.store.engine.url.render_as_string(hide_password=True))
         sd_notify("READY=1")
+
+    def _rollup(self) -> None:
+        """Hourly usage rollups for reports, on the controller (a racing second rollup on
+        PostgreSQL rolls back, so nothing is counted twice)."""
+        if not self.leadership.is_leader():
+            return
+        from batchd.accounting.rollup import run_rollup
+
+        try:
+            n = run_rollup(self.store)
+            if n:
+                log.info("usage rolled up records=%d", n)
+        except Exception:  # the top of a periodic job: log, the next one retries
+            log.exception("rollup failed")
 
     def _is_controller(self, now: float) -> bool:
         """Whether this daemon schedules: polls the controller lock at most once per

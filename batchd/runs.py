@@ -20,6 +20,14 @@ log = logging.getLogger(__name__)
 REQUEUE_HOLD_S = 120
 
 
+def _efficiency(store: Store, job_id: int, run: int) -> dict[str, Any]:
+    """What the agent's samples say of the run (mean GPU utilisation, peaks)."""
+    from batchd.accounting.efficiency import summary
+    from batchd.store.accounting import get_efficiency
+
+    return summary(get_efficiency(store, job_id, run))
+
+
 def end_run(store: Store, j: Job, state: str, code: int, sig: int, start: float, end: float,
             rusage: dict[str, float] | None, run: int) -> bool:
     """Record run `run` of job `j` as ended in `state`. A preempted or node-failed run of
@@ -37,6 +45,10 @@ def end_run(store: Store, j: Job, state: str, code: int, sig: int, start: float,
         cpu_time_s=(ru.get("user_cpu_s", 0.0) + ru.get("sys_cpu_s", 0.0)) if rusage else None,
         max_rss_mb=max(ru.get("max_rss_kb", 0.0), ru.get("peak_tree_rss_kb", 0.0)) / 1024 if rusage else None,
     )
+    eff = _efficiency(store, j.id, run)
+    usage.gpu_util_pct, usage.gpu_mem_mb = eff.get("gpu_util_pct"), eff.get("gpu_mem_mb")
+    if usage.max_rss_mb is None:
+        usage.max_rss_mb = eff.get("max_rss_mb")
     requeue = (state in ("PREEMPTED", "NODE_FAIL") and j.requeue) or state == "REQUEUED"
     changes: dict[str, Any]
     if requeue:

@@ -117,6 +117,21 @@ class Cluster:
             time.sleep(0.1)
 
 
+def merge_toml(base: str, extra: str) -> str:
+    """Add `extra`'s `[section]` keys to `base`: into the same section where base has it,
+    else as a new section before base's first table."""
+    out = base
+    for block in ("\n" + extra).split("\n[")[1:]:
+        header, _, body = block.partition("\n")
+        tag = f"[{header}"
+        if f"\n{tag}\n" in out:
+            out = out.replace(f"\n{tag}\n", f"\n{tag}\n{body.rstrip()}\n", 1)
+        else:
+            first = out.index("\n[")
+            out = out[:first] + f"\n{tag}\n{body.rstrip()}\n" + out[first:]
+    return out
+
+
 @pytest.fixture
 def cluster(request):
     """The 2-node dev cluster; a test may add config with
@@ -124,7 +139,7 @@ def cluster(request):
     root = Path(tempfile.mkdtemp(prefix="batchd-e2e-"))
     os.chmod(root, 0o777)
     mark = request.node.get_closest_marker("config_extra")
-    c = Cluster(root, CONFIG.replace("[scheduler]", (mark.args[0] if mark else "") + "\n[scheduler]", 1))
+    c = Cluster(root, merge_toml(CONFIG, mark.args[0]) if mark else CONFIG)
     c.start()
     try:
         yield c

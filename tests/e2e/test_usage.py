@@ -36,3 +36,18 @@ def test_usage_accrues_while_running_and_survives_a_restart(cluster):
     ran = j["end_time"] - j["start_time"]
     # AllocTRES shows billing truncated to an integer; the rate is at least that
     assert billing * (ran - 1.5) <= total <= (billing + 1) * (ran + 1.5), (total, billing, ran)
+
+
+@pytest.mark.config_extra("[accounting]\nsample_interval_s = 0.5\n")
+def test_agent_samples_running_jobs_for_efficiency(cluster):
+    jid = cluster.submit("--wrap", "python3 -c 'import time\nt=time.time()\nwhile time.time()-t<3: pass'")
+    cluster.wait(jid, ("COMPLETED",), timeout=30)
+    os.environ["BATCHD_SOCKET"] = cluster.sock
+    eff = request("GET", "/v1/eff", query={"job": str(jid)})
+    text = str(eff)
+    assert "cpu" in text.lower(), eff
+    r = cluster.run("batchd", "eff", str(jid))
+    assert str(jid) in r.stdout and "CPU" in r.stdout, r.stdout
+    # the run's usage record keeps the sampled peak memory
+    (row,) = [x for x in request("GET", "/v1/accounting", query={"ids": str(jid)})["records"] if x["step"] is None]
+    assert row["state"] == "COMPLETED"
