@@ -12,7 +12,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_training_borrows_then_notebooks_reclaims(cluster):
-    cluster.run("batchd", "apply", str(ROOT / "examples" / "accounts-16gpu.toml"))
+    first = cluster.run("batchd", "apply", str(ROOT / "examples" / "accounts-16gpu.toml")).stdout
+    assert "+ account training" in first and "+ price" in first, first
+    # applying the same file again changes nothing (idempotent)
+    assert cluster.run("batchd", "apply", str(ROOT / "examples" / "accounts-16gpu.toml")).stdout.strip() == "no changes"
     # 2 nodes x 4 GPUs here: training fills all 8 cards with 1-GPU jobs that log SIGTERM
     script = "#!/bin/bash\ntrap 'echo got-term; exit 143' TERM\necho start $SLURM_RESTART_COUNT\nsleep 300 & wait\n"
     train = [cluster.submit("-A", "training", "--gres=gpu:1", "--requeue", "-J", f"t{i}", input=script)

@@ -1,0 +1,48 @@
+"""The accounts file: what cannot be right is refused with a message naming the account
+and the field; the diff lists exactly the changes."""
+
+import pytest
+
+from batchd.accounts import diff, parse_accounts
+from batchd.errors import InvalidRequest
+
+
+def acct(name, parent=None, **res):
+    d = {"name": name}
+    if parent:
+        d["parent"] = parent
+    if res:
+        d["resources"] = {"gres/gpu": res}
+    return d
+
+
+@pytest.mark.parametrize("doc, where", [
+    ({"account": [acct("a", parent="b"), acct("b", parent="a")]}, "account a.parent"),
+    ({"account": [acct("a", parent="nope")]}, "account a.parent"),
+    ({"account": [acct("a", quota=6, limit=4)]}, "account a.resources.gres/gpu.limit"),
+    ({"account": [acct("p", quota=4), acct("c1", parent="p", quota=3), acct("c2", parent="p", quota=2)]},
+     "account p.resources.gres/gpu.quota"),
+    ({"account": [{"name": "a", "resources": {"gres/gpu:a100": {"quota": 1}}}]}, "account a.resources.gres/gpu:a100"),
+    ({"account": [{"name": "a", "resources": {"disk": {"quota": 1}}}]}, "account a.resources.disk"),
+    ({"account": [{"name": "a", "bogus": 1}]}, "account a.bogus"),
+    ({"account": [acct("a"), acct("a")]}, "account a"),
+    ({"account": [{"name": "a", "default_for": ["u"]}, {"name": "b", "default_for": ["u"]}]}, "user u"),
+])
+def test_refused_with_the_account_and_field(doc, where):
+    with pytest.raises(InvalidRequest) as e:
+        parse_accounts(doc, gpu_types={"h200", "1g.24gb"})
+    assert e.value.message.startswith(where + ":"), e.value.message
+
+
+def test_valid_tree_defaults_and_diff():
+    doc = {"account": [acct("train", quota=6, limit=-1, over_quota_weight=2),
+                       {"name": "nb", "users": ["carol"], "default_for": ["carol"],
+                        "resources": {"gres/gpu:h200": {"quota": 2}}}]}
+    p = parse_accounts(doc, gpu_types={"h200"})
+    names = {a.name: a for a in p.accounts}
+    assert set(names) == {"root", "train", "nb", "default"}
+    assert names["train"].shares == 6 and names["train"].parent == "root"  # shares default to the GPU quota
+    assert p.associations == [{"user": "carol", "account": "nb", "shares": 1, "is_default": True}]
+    lines = diff([names["root"], names["default"]], [], p)
+    assert sorted(x.split(" (")[0] for x in lines) == ["+ account nb", "+ account train", "+ user carol in nb"]
+    assert diff(p.accounts, p.associations, p) == []
