@@ -194,6 +194,9 @@ cat >"$RUN/batchd.toml" <<EOF
 cluster_name = "gpucheck"
 shard_per_gpu = 4
 
+[accounting]
+sample_interval_s = 2
+
 [[partition]]
 name = "gpu"
 nodes = "ALL"
@@ -271,6 +274,9 @@ for j in "${JOBS[@]}"; do
     echo "== job $j"; cat "job-$j.out" 2>/dev/null || echo "(no output file)"
 done | tee "$OUT/jobs.txt"
 sacct 2>&1 | tee "$OUT/sacct.txt" | tail -20
+# what the node agent itself sampled through NVML while each job ran (batchd eff)
+for j in "${JOBS[@]}"; do "$BATCHD" eff "$j" 2>&1; done | tee "$OUT/eff.txt"
+note "agent samples: $(grep -ci 'gpu' "$OUT/eff.txt") GPU line(s) in batchd eff"
 kill "$DAEMON" 2>/dev/null; wait "$DAEMON" 2>/dev/null
 cd "$REPO"
 note "jobs: $(grep -c 'CUDA_VISIBLE_DEVICES=' "$OUT/jobs.txt") of ${#JOBS[@]} printed their GPUs"
