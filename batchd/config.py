@@ -321,8 +321,14 @@ def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
             max_gpus_per_user=int(q.get("max_gpus_per_user", -1)),
             grace_time_s=int(q.get("grace_time_s", 60)),
         ))
-    if not any(q.name == "normal" for q in cfg.qos):
-        cfg.qos.insert(0, QosConfig(name="normal"))
+    if not cfg.qos:
+        # no [[qos]] at all: KAI's classes, a preemptible `normal` for training and
+        # non-preemptible `interactive` and `inference` (which must fit in their quota)
+        cfg.qos = [QosConfig(name="normal", priority=10, preemptible=True),
+                   QosConfig(name="interactive", priority=50, preemptible=False),
+                   QosConfig(name="inference", priority=100, preemptible=False)]
+    elif not any(q.name == "normal" for q in cfg.qos):
+        cfg.qos.insert(0, QosConfig(name="normal"))  # Slurm always has `normal`
     return cfg
 
 

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 AGENT_PERIOD_S = 0.25
 HEARTBEAT_S = 2.0
 LEADER_POLL_S = 1.0
+SCHEMA_CHECK_S = 60.0
 
 
 def default_nodes(cfg: Config) -> list[str]:
@@ -93,6 +94,7 @@ class Daemon:
         self._last_leader_poll = 0.0
         self._last_heartbeat = 0.0
         self._schema_ok = True
+        self._last_schema_check = 0.0
 
     def wake(self) -> None:
         """Something changed (a submit, an exit): run a cycle here and, with several
@@ -176,7 +178,10 @@ class Daemon:
         if now - self._last_leader_poll >= LEADER_POLL_S:
             self._last_leader_poll = now
             was = self.leadership.is_leader()
-            if self.leadership.poll() and not was:
+            if self.leadership.poll() and (not was or now - self._last_schema_check >= SCHEMA_CHECK_S):
+                # on taking the role, and every minute while holding it: a database that
+                # another node migrated past this daemon's code stops this controller
+                self._last_schema_check = now
                 self._schema_ok = self._check_schema()
         return self.leadership.is_leader() and self._schema_ok
 

@@ -32,10 +32,17 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
+MIGRATE_LOCK_KEY = 0x62617464  # advisory lock held while one node migrates a shared database
+
+
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Bring the database to `revision` (all pending revisions, each in a transaction)."""
+    """Bring the database to `revision`. On PostgreSQL the migration holds a
+    transaction-level advisory lock, so when several nodes run `batchd migrate` at once
+    one migrates and the others wait, then find the schema at head and do nothing."""
     cfg = _alembic_config()
     with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATE_LOCK_KEY})")
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
 

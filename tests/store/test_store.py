@@ -102,3 +102,32 @@ def test_accounts_nodes_usage_state_audit(store):
     assert store.get_usage_state()["default"] == (6.0, 11.0)
     store.audit(0, "test", {"x": 1})
     assert store.list_audit()[-1]["detail"] == {"x": 1}
+
+
+def test_concurrent_migrations_apply_once(db_url):
+    """Several nodes running `batchd migrate` at once: one migrates (holding the
+    advisory lock on PostgreSQL), the others wait and find the schema at head."""
+    import threading
+
+    if not db_url.startswith("postgresql"):
+        pytest.skip("the migration lock is PostgreSQL's")
+    stores = [Store(db_url) for _ in range(3)]
+    errors = []
+
+    def go(s):
+        try:
+            upgrade(s.engine)
+        except Exception as e:  # collected and asserted below
+            errors.append(e)
+
+    threads = [threading.Thread(target=go, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    try:
+        assert errors == []
+        check_at_head(stores[0].engine)
+    finally:
+        for s in stores:
+            s.close()

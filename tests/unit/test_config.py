@@ -20,7 +20,8 @@ def test_examples_load(name):
 def test_defaults():
     cfg = parse_config(dict(NODE))
     assert cfg.db_url().startswith("sqlite:///") and cfg.partitions[0].nodes == ["n1"]
-    assert [q.name for q in cfg.qos] == ["normal"] and cfg.interval_s == 5
+    assert [q.name for q in cfg.qos] == ["normal", "interactive", "inference"] and cfg.interval_s == 5
+    assert [q.preemptible for q in cfg.qos] == [True, False, False]
 
 
 @pytest.mark.parametrize("data, where", [
