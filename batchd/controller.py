@@ -222,7 +222,7 @@ class Controller:
                 "partition": j.partition, "qos": j.qos, "nice": j.nice, "hold": j.hold,
                 "qos_priority_value": q.priority if q else 0, "billing": j.billing,
                 "eligible_time": j.eligible_time or j.submit_time,
-                "partition_nodes": part_nodes.get(j.partition),
+                "partition_nodes": _allowed_nodes(part_nodes.get(j.partition), j.spec),
             }
             if r.get("exclusive"):
                 d["exclusive"] = True
@@ -401,6 +401,24 @@ class Controller:
             log.info("job started job_id=%s", jid)
         for pre in dec.get("preempt", []):
             log.info("job preempted job_id=%s reason=%s for=%s", pre["job"], pre.get("reason"), pre.get("for"))
+
+
+def _allowed_nodes(partition_nodes: list[str] | None, spec: dict[str, Any]) -> list[str] | None:
+    """The nodes a job may use: its partition's, narrowed by `-w/--nodelist` (only these)
+    and `-x/--exclude` (not these), both in Slurm's host-list syntax."""
+    from batchd.hostlist import expand
+
+    allowed = partition_nodes
+    try:
+        if spec.get("nodelist"):
+            only = set(expand(str(spec["nodelist"])))
+            allowed = [n for n in (allowed or sorted(only)) if n in only]
+        if spec.get("exclude"):
+            out = set(expand(str(spec["exclude"])))
+            allowed = [n for n in (allowed or []) if n not in out] if allowed is not None else None
+    except ValueError:
+        pass
+    return allowed
 
 
 def _whole_gpus(gpus: list[dict[str, Any]]) -> int:

@@ -128,6 +128,12 @@ USAGE = """Usage: sacct [options]
   -u, --user:         Use this comma separated list of users to select jobs.
   -X, --allocations:  Only show statistics relevant to the job allocation
                       itself, not taking steps into consideration.
+      --noconvert:    Don't convert units (accepted; batchd prints Slurm's units).
+      --units:        [KMGTP] units to display (accepted; batchd prints Slurm's units).
+  -v, --verbose:      Primarily for debugging purposes (accepted).
+  -V, --version:      Print version.
+      --help:         Print this description of use.
+      --usage:        Print a brief description of the sacct options.
 
   Note, valid start/end time formats are...
        HH:MM[:SS] [AM|PM]

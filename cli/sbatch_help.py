@@ -21,12 +21,17 @@ Parallel run options:
   -D, --chdir=directory       set working directory for batch script
   -e, --error=err             file for batch script's standard error
       --exclusive             allocate nodes in exclusive mode
+  -x, --exclude=hosts         never run on these hosts (host list, e.g. gpu[01-02])
+  -w, --nodelist=hosts        run only on these hosts (host list)
+      --reservation=name      accepted for compatibility (batchd has no reservations)
+  -v, --verbose               verbose mode (accepted; sbatch prints nothing more)
       --export[=names]        specify environment variables to export (ALL, NONE, NIL,
                               VAR=val lists, ALL,VAR=val)
       --export-file=file      specify environment variables file to export
       --gres=list             required generic resources per node (gpu:2, gpu:h200:2,
                               gpu:1g.24gb:1, shard:8)
   -H, --hold                  submit job in held state
+  -M, --clusters=names        accepted for compatibility (batchd is one cluster)
   -i, --input=in              file for batch script's standard input
   -J, --job-name=jobname      name of job
       --mail-type=type        accepted, no mail is sent

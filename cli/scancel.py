@@ -56,6 +56,7 @@ HELP = """Usage: scancel [OPTIONS] [job_id[_array_id][.step_id]]
   -M, --clusters                  clusters to issue commands to.
                                   NOTE: SlurmDBD must be up.
   -n, --name=job_name             act only on jobs with this name
+      --jobname=job_name          the same as --name
   -p, --partition=partition       act only on jobs in this partition
   -Q, --quiet                     disable warnings
   -q, --qos=qos                   act only on jobs with this quality of service

@@ -35,6 +35,8 @@ USAGE = """scontrol [<OPTION>] [<COMMAND>]
      -o or --oneliner: equivalent to "oneliner" command
      -Q or --quiet: equivalent to "quiet" command
      -V or --version: equivalent to "version" command
+     -v or --verbose: equivalent to "verbose" command (accepted)
+     --usage: print a short usage line
 
   <keyword> may be omitted from the execute line and scontrol will execute
   in interactive mode. It will process commands as entered until explicitly

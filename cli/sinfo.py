@@ -60,6 +60,7 @@ USAGE = """Usage: sinfo [OPTIONS]
   -N, --Node                 Node-centric format
   -o, --format=format        format specification
   -O, --Format=format        long format specification
+      --json                 produce JSON output
   -p, --partition=PARTITION  report on specific partition
   -r, --responding           report only responding nodes
   -R, --list-reasons         list reason nodes are down or drained

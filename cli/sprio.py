@@ -46,6 +46,8 @@ Usage: sprio [OPTIONS]
   -p, --partition=partition_name  comma separated list of partitions
   -S, --sort=sort_list            comma separated list of fields to sort on
   -u, --user=user_name            comma separated list of users to view
+      --users=user_name           the same as --user
+  -M, --clusters=cluster_name     accepted for compatibility (batchd is one cluster)
   -v, --verbose                   verbosity level
   -V, --version                   output version information and exit
   -w, --weights                   show the weights for each priority factor

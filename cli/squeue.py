@@ -77,6 +77,8 @@ USAGE = """Usage: squeue [OPTIONS]
                                   to view, default is all qos's
   -r, --array                     display one job array element per line
   -S, --sort=fields               comma separated list of fields to sort on
+  -s, --steps[=steps]             show job steps (batchd prints the header only: steps are
+                                  not tracked by squeue)
       --start                     print expected start times of pending jobs
   -t, --states=states             comma separated list of states to view,
                                   default is pending and running,

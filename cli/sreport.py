@@ -26,11 +26,24 @@ WIDTHS = {"Cluster": 9, "Account": 15, "Login": 9, "Proper Name": 15, "Used": 9,
 DASH = "-" * 80
 
 
+HELP = """\
+Usage: sreport [OPTIONS] <cluster|user|job> <report> [start=TIME] [end=TIME] [Accounts=...]
+               [Users=...] [TopCount=N] [Grouping=a,b,...]
+
+  -t, --time-format=unit  Minutes (default), Hours, Seconds, Percent, MinPer, HourPer, SecPer
+  -T, --tres=list         TRES to report, e.g. cpu (default), gres/gpu, mem
+  -p, --parsable          '|' delimited output with a trailing '|'
+  -P, --parsable2         '|' delimited output without a trailing '|'
+  -n, --noheader          no header lines
+  -h, --help              this help
+
+reports: cluster AccountUtilizationByUser | cluster UserUtilizationByAccount |
+         cluster Utilization | user TopUsage | job SizesByAccount
+"""
+
+
 def usage(code=0):
-    sys.stdout.write("Usage: sreport [-t unit] [-T tres,...] [-P|-p] [-n] <cluster|user|job> <report> "
-                     "[start=TIME] [end=TIME] [Accounts=...] [Users=...] [TopCount=N] [Grouping=a,b,...]\n"
-                     "reports: cluster AccountUtilizationByUser | cluster UserUtilizationByAccount | "
-                     "cluster Utilization | user TopUsage | job SizesByAccount\n")
+    sys.stdout.write(HELP)
     sys.exit(code)
 
 

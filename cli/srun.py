@@ -1,6 +1,13 @@
 """srun (inside a job): run a command as a job step on the job's nodes.
 
-    srun [-n NTASKS] [-N NODES] [-l] [--chdir DIR] COMMAND [ARGS...]
+Usage: srun [OPTIONS] COMMAND [ARGS...]
+
+  -n, --ntasks=N        number of tasks (default: the job's tasks; with fewer tasks
+                        than nodes, the first N nodes)
+  -N, --nodes=N         run on the job's first N nodes only
+  -l, --label           prefix each output line with its task number
+  -D, --chdir=DIR       working directory of the tasks (default: the current one)
+  -h, --help            show this help
 
 Each task runs through the agent of its node with SLURM_PROCID, SLURM_LOCALID,
 SLURM_NODEID and the GPUs of its node set, so `srun torchrun ...` or an MPI-style

@@ -61,7 +61,7 @@ Usage:  sshare [OPTION]
     -v or --verbose        display more information
     -V or --version        display tool version number
           --snapshot=FILE  compute from a `batchd plan` snapshot file
-          --help           display this usage description
+      -h or --help         display this usage description
           --usage          display this usage description
 """
 

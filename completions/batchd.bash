@@ -60,7 +60,7 @@ _batchd_cmd_sprio() {
 complete -o default -F _batchd_cmd_sprio sprio
 
 _batchd_cmd_sreport() {
-    _batchd_simple "--help -n -P -p -T -t"
+    _batchd_simple "-h --help -n --noheader -P -p --parsable --parsable2 -T -t --time-format --tres"
 }
 complete -o default -F _batchd_cmd_sreport sreport
 

@@ -116,3 +116,10 @@ def test_srun_starts_tasks_on_every_node_of_the_job(cluster):
     assert all(len(by_proc[p][3].split(",")) == 2 for p in range(4))
     assert "rc=0" in out and "rc=7" in out, out
     assert j["state"] == "COMPLETED"
+
+
+def test_nodelist_and_exclude_pick_the_nodes(cluster):
+    on2 = cluster.submit("-w", "node2", "--wrap", "true")
+    not1 = cluster.submit("-x", "node1", "--gres=gpu:1", "--wrap", "true")
+    assert cluster.wait(on2, ("COMPLETED",))["node_list"] == "node2"
+    assert cluster.wait(not1, ("COMPLETED",))["node_list"] == "node2"
