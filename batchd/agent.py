@@ -72,6 +72,10 @@ class Agent:
             if st.state == "EXITED":
                 self._finish(j, st)
                 ended += 1
+            elif st.state == "LOST" and not st.pid and st.start_time is None:
+                # the daemon died in the middle of launching this run (its dir exists, its
+                # supervisor never started): `launch` is idempotent and starts it once
+                self._launch(j)
             elif st.state == "LOST":
                 # the supervisor is gone: kill whatever of the job is left, then record it
                 launcher.terminate(self.spool, j.id, run, "node_fail", grace_s=0)

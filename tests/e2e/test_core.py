@@ -86,7 +86,7 @@ def test_restart_with_kill9_keeps_job_and_records_one_usage(cluster):
     cluster.stop(signal.SIGKILL)
     time.sleep(1)
     cluster.start()
-    assert cluster.job(jid)["state"] == "RUNNING"
+    assert cluster.job(jid)["state"] == "RUNNING", cluster.log.read_text()[-4000:]
     j = cluster.wait(jid, ("COMPLETED",), timeout=40)
     os.environ["BATCHD_SOCKET"] = cluster.sock
     rows = [r for r in request("GET", "/v1/accounting", query={"ids": str(jid), "duplicates": "1"})["records"]
