@@ -196,11 +196,22 @@ def job_tres(job: dict, nodes: dict[str, dict] | None = None) -> dict[str, float
     if isinstance(given, dict):
         return {normalize_tres_name(k): float(v) for k, v in given.items()}
     tasks = int(job.get("tasks") or 1)
+    alloc = job.get("allocation") or {}
+    running = str(job.get("state", "PENDING")).upper() == "RUNNING" and alloc
+    if not running:
+        # pending jobs repeat a few shapes: compute each shape once
+        pt = job.get("per_task") or {}
+        key = (tasks, job.get("nodes"), tuple(sorted(pt.items())))
+        hit = _PENDING_TRES.get(key)
+        if hit is None:
+            if len(_PENDING_TRES) > 4096:
+                _PENDING_TRES.clear()
+            hit = _PENDING_TRES[key] = _pending_tres(pt, tasks, job.get("nodes"))
+        return dict(hit)
     per = {normalize_tres_name(k): float(v) for k, v in (job.get("per_task") or {}).items()}
     out = {k: v * tasks for k, v in per.items()}
     out.setdefault("cpu", float(tasks))
-    alloc = job.get("allocation") or {}
-    if str(job.get("state", "PENDING")).upper() == "RUNNING" and alloc:
+    if running:
         out["node"] = float(len(alloc))
         out["cpu"] = float(sum(float(a.get("cpus", 0) or 0) for a in alloc.values()))
         out["mem"] = float(sum(float(a.get("memory_mb", 0) or 0) for a in alloc.values()))
@@ -220,8 +231,17 @@ def job_tres(job: dict, nodes: dict[str, dict] | None = None) -> dict[str, float
                 for k in [k for k in out if k.startswith("gres/gpu:")]:
                     del out[k]
                 out.update(typed)
-    else:
-        out["node"] = float(job.get("nodes") or 1)
+    return out
+
+
+# (tasks, nodes, per_task items) -> TRES of a pending job of that shape
+_PENDING_TRES: dict[tuple, dict[str, float]] = {}
+
+
+def _pending_tres(per_task: dict, tasks: int, nodes: Any) -> dict[str, float]:
+    out = {normalize_tres_name(k): float(v) * tasks for k, v in per_task.items()}
+    out.setdefault("cpu", float(tasks))
+    out["node"] = float(nodes or 1)
     return out
 
 
@@ -287,35 +307,43 @@ def job_factors(snapshot: dict, policy: dict, fs_factors: dict[str, float]) -> l
     default_part = next((str(p["name"]) for p in parts if p.get("default") and p.get("name")),
                         str(parts[0]["name"]) if parts and parts[0].get("name") else "batch")
     by_name = {str(n.get("name")): n for n in snapshot.get("nodes") or []}
+    wt_order = sorted(wt, key=tres_sort_key)
     out = []
+    no_assoc, no_part = "NO_NORMAL_ASSOC" in flags, "NO_NORMAL_PART" in flags
+    no_qos, no_tres = "NO_NORMAL_QOS" in flags, "NO_NORMAL_TRES" in flags
+    max_age_s = float(policy["max_age_s"])
+    w_items = list(weights.items())
     for j in jobs:
         tres = job_tres(j, by_name)
         pj = float(j.get("partition_job_factor", 1) or 0)
         qp = float(j.get("qos_priority_value", 0) or 0)
         ap = float(j.get("assoc_priority", 0) or 0)
         norm = {
-            "age": _age(j, now, float(policy["max_age_s"])),
-            "assoc": ap if "NO_NORMAL_ASSOC" in flags else (ap / max_assoc if max_assoc else 0.0),
+            "age": _age(j, now, max_age_s),
+            "assoc": ap if no_assoc else (ap / max_assoc if max_assoc else 0.0),
             "fairshare": fs_factors.get(f"{j.get('account')}/{j.get('user')}", 0.0),
             "jobsize": _jobsize(j, tres, n_active, c_active, policy, flags),
-            "partition": pj if "NO_NORMAL_PART" in flags else (pj / max_part if max_part else 0.0),
-            "qos": qp if "NO_NORMAL_QOS" in flags else (qp / max_qos if max_qos else 0.0),
+            "partition": pj if no_part else (pj / max_part if max_part else 0.0),
+            "qos": qp if no_qos else (qp / max_qos if max_qos else 0.0),
         }
         ptot = j.get("partition_tres")
         ptot = {normalize_tres_name(k): float(v) for k, v in ptot.items()} if isinstance(ptot, dict) else totals
         tres_norm: dict[str, float] = {}
         tres_w: dict[str, float] = {}
-        for t in sorted(wt, key=tres_sort_key):
+        for t in wt_order:
             cnt = tres.get(t, 0.0)
-            f = cnt if "NO_NORMAL_TRES" in flags else (cnt / ptot[t] if ptot.get(t) else 0.0)
+            if not cnt:
+                continue
+            f = cnt if no_tres else (cnt / ptot[t] if ptot.get(t) else 0.0)
             if f and wt[t]:
                 tres_norm[t] = f
                 tres_w[t] = f * wt[t]
-        weighted = {k: norm[k] * weights[k] for k in norm}
+        weighted = {k: norm[k] * w for k, w in w_items}
         site = int(j.get("site_factor", 0) or 0)
         nice = int(j.get("nice", 0) or 0)
         exact = sum(weighted.values()) + sum(tres_w.values()) + site - nice
-        held = bool(j.get("hold")) or str(j.get("reason") or "").startswith("JobHeld")
+        reason = j.get("reason")
+        held = bool(j.get("hold")) or (reason is not None and str(reason).startswith("JobHeld"))
         admin = j.get("admin_priority")
         if admin is not None:
             prio = int(admin)
