@@ -2,6 +2,8 @@
 
 Cheap to import (no `re`): the Slurm-named commands use it too."""
 
+from collections.abc import Iterable
+
 
 def _split(name: str) -> tuple[str, str]:
     i = len(name)
@@ -10,16 +12,23 @@ def _split(name: str) -> tuple[str, str]:
     return name[:i], name[i:]
 
 
-def compress(names: list[str]) -> str:
-    """Group names by prefix and digit width, keeping first-seen order of the groups."""
+def compress(names: Iterable[str]) -> str:
+    """Host names -> Slurm's ranged form, prefixes in first-seen order, duplicates
+    dropped: `["gpu01", "gpu02", "gpu04", "vm"]` -> `gpu[01-02,04],vm`, `n9,n10,n11` ->
+    `n[9-11]`. Zero-padded numbers group by their width; a prefix with one host prints
+    without brackets."""
     groups: dict[tuple[str, int], list[int]] = {}
     order: list[tuple[str, int] | str] = []
+    seen: set[str] = set()
     for n in names:
+        if not n or n in seen:
+            continue
+        seen.add(n)
         prefix, digits = _split(n)
         if not digits:
             order.append(n)
             continue
-        key = (prefix, len(digits))
+        key = (prefix, len(digits) if digits.startswith("0") else 0)
         if key not in groups:
             groups[key] = []
             order.append(key)
@@ -45,9 +54,10 @@ def compress(names: list[str]) -> str:
     return ",".join(out)
 
 
-def expand(text: str) -> list[str]:
-    """The inverse of `compress`; raises ValueError on unbalanced brackets."""
+def expand(text: str | None) -> list[str]:
+    """The inverse of `compress` (order kept); raises ValueError on unbalanced brackets."""
     out: list[str] = []
+    text = text or ""
     i, n = 0, len(text)
     while i < n:
         j = i

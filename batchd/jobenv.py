@@ -37,51 +37,13 @@ backslash is taken literally (backslashes removed), and `none` is /dev/null. `de
 
 from __future__ import annotations
 
+from batchd.hostlist import compress
+
 NO_VAL_TASK = 4294967294  # what Slurm prints for %a of a job that is not an array task
 WORKING_CLUSTER_TAIL = "6817:9728:109"  # slurmctld port, protocol version, select plugin id
 
 
-def compress_hostlist(names: list[str]) -> str:
-    """Slurm's hostlist form: `gpu[1-3,5],login`; names keep their given order of
-    first appearance per prefix, numeric suffixes are grouped with equal width."""
-    groups: dict[tuple[str, int], list[int]] = {}
-    order: list[tuple[str, int] | str] = []
-    for n in names:
-        i = len(n)
-        while i > 0 and n[i - 1].isdigit():
-            i -= 1
-        if i == len(n):
-            if n not in order:
-                order.append(n)
-            continue
-        key = (n[:i], len(n) - i)
-        if key not in groups:
-            groups[key] = []
-            order.append(key)
-        num = int(n[i:])
-        if num not in groups[key]:
-            groups[key].append(num)
-    out = []
-    for entry in order:
-        if isinstance(entry, str):
-            out.append(entry)
-            continue
-        prefix, width = entry
-        nums = sorted(groups[entry])
-        if len(nums) == 1:
-            out.append(f"{prefix}{nums[0]:0{width}d}")
-            continue
-        runs = []
-        i = 0
-        while i < len(nums):
-            j = i
-            while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
-                j += 1
-            a, b = f"{nums[i]:0{width}d}", f"{nums[j]:0{width}d}"
-            runs.append(a if i == j else f"{a}-{b}")
-            i = j + 1
-        out.append(f"{prefix}[{','.join(runs)}]")
-    return ",".join(out)
+compress_hostlist = compress  # Slurm's host-list form (batchd.hostlist)
 
 
 def compress_counts(values: list[int]) -> str:

@@ -21,6 +21,8 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 
+from batchd import hostlist
+
 UNLIMITED = -1
 
 STATE_COMPACT = {
@@ -177,73 +179,11 @@ def fmt_mem(mb: int | str | None) -> str:
 
 
 # ----------------------------------------------------------------------------- host lists
-_NUM_TAIL = re.compile(r"^(.*?)(\d+)$")
 
 
-def compress_hostlist(names: Iterable[str]) -> str:
-    """Host names -> Slurm's ranged form, keeping first-seen order of prefixes:
-    `["gpu01", "gpu02", "gpu04", "vm"]` -> `gpu[01-02,04],vm`. A prefix with one host
-    prints without brackets (`gpu01`). Duplicates are dropped."""
-    groups: list[tuple[str, int | None, list[int] | None]] = []  # (prefix, width, numbers), first-seen order
-    index: dict[tuple[str, int], int] = {}
-    seen = set()
-    for n in names:
-        if not n or n in seen:
-            continue
-        seen.add(n)
-        m = _NUM_TAIL.match(n)
-        if not m:
-            groups.append((n, None, None))
-            continue
-        key = (m.group(1), len(m.group(2)) if m.group(2).startswith("0") else 0)
-        if key not in index:
-            index[key] = len(groups)
-            groups.append((m.group(1), key[1], []))
-        nums_of = groups[index[key]][2]
-        assert nums_of is not None
-        nums_of.append(int(m.group(2)))
-    out = []
-    for prefix, width, nums in groups:
-        if nums is None:
-            out.append(prefix)
-            continue
-        nums = sorted(set(nums))
-
-        def z(x, width=width):
-            return str(x).zfill(width) if width else str(x)
-        if len(nums) == 1:
-            out.append(prefix + z(nums[0]))
-            continue
-        ranges = []
-        start = prev = nums[0]
-        for x in nums[1:] + [None]:
-            if x is not None and x == prev + 1:
-                prev = x
-                continue
-            ranges.append(z(start) if start == prev else f"{z(start)}-{z(prev)}")
-            if x is not None:
-                start = prev = x
-        out.append(f"{prefix}[{','.join(ranges)}]")
-    return ",".join(out)
-
-
-def expand_hostlist(text: str | None) -> list[str]:
-    """`gpu[01-02,04],vm` -> `["gpu01", "gpu02", "gpu04", "vm"]` (order kept)."""
-    out = []
-    for m in re.finditer(r"([^,\[]+)(?:\[([^\]]*)\])?([^,]*)", text or ""):
-        prefix, ranges, suffix = m.group(1), m.group(2), m.group(3)
-        if ranges is None:
-            out.append(prefix + suffix)
-            continue
-        for part in ranges.split(","):
-            if "-" in part:
-                a, b = part.split("-", 1)
-                width = len(a)
-                for x in range(int(a), int(b) + 1):
-                    out.append(f"{prefix}{str(x).zfill(width)}{suffix}")
-            elif part:
-                out.append(prefix + part + suffix)
-    return out
+# host lists: one implementation for the daemon and the commands
+compress_hostlist = hostlist.compress
+expand_hostlist = hostlist.expand
 
 
 def expand_ranges(text: str) -> list[int]:
