@@ -172,12 +172,12 @@ def _str(path: str, key: str, v: Any) -> str:
 
 def parse_duration(path: str, key: str, v: Any) -> int:
     """A Slurm time ("1-00:00:00", "60", "UNLIMITED") or an integer of minutes -> seconds."""
-    from batchd.timefmt import parse_slurm_time
+    from batchd.cli.slurmtime import time_limit_s  # sbatch's own grammar, one parser for both
 
     if isinstance(v, int) and not isinstance(v, bool):
         return v * 60
     if isinstance(v, str):
-        secs = parse_slurm_time(v)
+        secs = time_limit_s(v)
         if secs is not None:
             return secs
     raise _fail(path, key, f"not a valid time, got {v!r}")
