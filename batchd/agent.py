@@ -175,7 +175,9 @@ class Agent:
             kill_wait_s=self.cfg.kill_wait_s,
             signal=(int(sig["signal"]), int(sig.get("time_s", 60))) if sig else None,
             signal_batch_only=True,
-            mem_limit_mb=None, node=node,
+            # without cgroups the node enforces --mem by polling the job's RSS (OUT_OF_MEMORY)
+            mem_limit_mb=(int(alloc[node].get("memory_mb") or 0) or None) if self.cfg.enforce_memory else None,
+            node=node,
         )
         try:
             info = launcher.launch(req, self.spool)

@@ -17,6 +17,7 @@ Layout (every key optional unless marked):
                                             # daemon applies at start, relative to this file
 
     [scheduler]   interval_s = 5, placement = "pack"|"spread", backfill = true, kill_wait_s = 30,
+                  def_mem_per_cpu_mb = 1024, enforce_memory = true, node_timeout_s = 30,
                   grace_time_s = 60, quota_reclaim_by_priority = false, passes = [...]
     [priority]    the policy keys of batchd.priority (weight_age, decay_half_life_s, ...)
     [accounting]  tres_billing_weights = "CPU=1.0,Mem=0.25G,GRES/gpu=2.0", sample_interval_s = 30,
@@ -113,6 +114,11 @@ class Config:
     def zero_gpu_flag_s(self) -> float:
         """A run holding its GPUs at 0 % this long is flagged in the report."""
         return float(self.accounting.get("zero_gpu_flag_s", 3600))
+
+    @property
+    def enforce_memory(self) -> bool:
+        """Kill a job whose processes use more memory than it was given (OUT_OF_MEMORY)."""
+        return bool(self.scheduler.get("enforce_memory", True))
 
     @property
     def def_mem_per_cpu_mb(self) -> int:

@@ -197,6 +197,9 @@ shard_per_gpu = 4
 [accounting]
 sample_interval_s = 2
 
+[scheduler]
+def_mem_per_cpu_mb = 8000
+
 [[partition]]
 name = "gpu"
 nodes = "ALL"

@@ -123,3 +123,10 @@ def test_nodelist_and_exclude_pick_the_nodes(cluster):
     not1 = cluster.submit("-x", "node1", "--gres=gpu:1", "--wrap", "true")
     assert cluster.wait(on2, ("COMPLETED",))["node_list"] == "node2"
     assert cluster.wait(not1, ("COMPLETED",))["node_list"] == "node2"
+
+
+def test_memory_over_the_request_ends_out_of_memory(cluster):
+    jid = cluster.submit("--mem=100M", "--wrap",
+                         "python3 -c 'import time; b = bytearray(400 * 1024 * 1024); time.sleep(30)'")
+    j = cluster.wait(jid, ("OUT_OF_MEMORY", "COMPLETED", "FAILED"), timeout=40)
+    assert j["state"] == "OUT_OF_MEMORY"
