@@ -176,6 +176,14 @@ def job_environment(spec: dict, job: dict, alloc: dict, node: str, cluster_name:
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     if here.get("shards"):
         env["SLURM_SHARDS_ON_NODE"] = str(here["shards"])
+        if not idx and here.get("shard_gpu") is not None:
+            # a shard job sees the one card its shards are on (as Slurm's gres/shard does)
+            sidx, svis = _devices({"gpus": [here["shard_gpu"]], "gpu_uuids": here.get("shard_gpu_uuid")
+                                   and [here["shard_gpu_uuid"]]}, job.get("gpu_env", "index"))
+            env["SLURM_JOB_GPUS"] = ",".join(sidx)
+            for var in ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK"):
+                env[var] = ",".join(svis)
+            env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     if int(job.get("restarts") or 0) > 0:
         env["SLURM_RESTART_COUNT"] = str(job["restarts"])
     if job.get("array_task_id") is not None:

@@ -118,10 +118,11 @@ class Cluster:
 
 
 def merge_toml(base: str, extra: str) -> str:
-    """Add `extra`'s `[section]` keys to `base`: into the same section where base has it,
-    else as a new section before base's first table."""
-    out = base
-    for block in ("\n" + extra).split("\n[")[1:]:
+    """Add `extra` to `base`: its top-level keys before everything, each `[section]`'s keys
+    into the same section where base has it, else as a new section before base's first table."""
+    blocks = ("\n" + extra).split("\n[")
+    out = blocks[0].strip() + "\n" + base if blocks[0].strip() else base  # top-level keys first
+    for block in blocks[1:]:
         header, _, body = block.partition("\n")
         tag = f"[{header}"
         if f"\n{tag}\n" in out:

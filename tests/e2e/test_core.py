@@ -5,6 +5,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from batchd.cli.client import request
 
 BIN = __import__("pathlib").Path(__import__("sys").executable).parent
@@ -130,3 +132,15 @@ def test_memory_over_the_request_ends_out_of_memory(cluster):
                          "python3 -c 'import time; b = bytearray(400 * 1024 * 1024); time.sleep(30)'")
     j = cluster.wait(jid, ("OUT_OF_MEMORY", "COMPLETED", "FAILED"), timeout=40)
     assert j["state"] == "OUT_OF_MEMORY"
+
+
+@pytest.mark.config_extra("shard_per_gpu = 2\n")
+def test_shard_jobs_share_one_card_each(cluster):
+    a = cluster.submit("--gres=shard:1", "--wrap", "echo $CUDA_VISIBLE_DEVICES; sleep 3")
+    b = cluster.submit("--gres=shard:1", "--wrap", "echo $CUDA_VISIBLE_DEVICES; sleep 3")
+    ja, jb = cluster.wait(a, ("COMPLETED",)), cluster.wait(b, ("COMPLETED",))
+    devs = [(cluster.root / f"slurm-{j}.out").read_text().strip() for j in (a, b)]
+    # each sees exactly one card; the two land on different cards while both run
+    assert all(d.isdigit() for d in devs), devs
+    assert (ja["node_list"], devs[0]) != (jb["node_list"], devs[1])
+    assert "gres/shard=1" in ja["tres_alloc"] and "gres/gpu" not in ja["tres_alloc"]
