@@ -86,7 +86,8 @@ def burn_low_job_ids(sock: Path) -> None:
     fresh daemon's first job is 1. One held job, cancelled at once, takes id 1 first."""
     env = _env(sock)
     out = subprocess.run([str(BIN / "sbatch"), "--parsable", "--hold", "-J", "burn-id", "--wrap", "true"],
-                         env=env, capture_output=True, text=True, timeout=60, check=True)
+                         env=env, capture_output=True, text=True, timeout=60, check=True,
+                         cwd=sock.parent.parent)  # the daemon's dir, never the checkout
     subprocess.run([str(BIN / "scancel"), out.stdout.strip().split(";")[0]], env=env,
                    capture_output=True, timeout=60, check=True)
 
