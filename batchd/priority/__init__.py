@@ -23,6 +23,8 @@ snapshot's own ``policy`` overrides it. Snapshot keys read: see
 
 from __future__ import annotations
 
+from typing import Any
+
 from batchd.priority.fairshare import ShareRow, compute_shares
 from batchd.priority.multifactor import JobFactors, job_factors
 from batchd.priority.policy import DEFAULT_POLICY, merge_policy
@@ -58,10 +60,10 @@ def fairshare_factors(snapshot: dict, policy: dict | None = None) -> dict[str, f
     return _shares(snapshot, merged)[1]
 
 
-def _factors(snapshot: dict, policy: dict | None) -> list[JobFactors]:
+def _factors(snapshot: dict, policy: dict | None, detail: bool = True) -> list[Any]:
     merged = merge_policy(policy, snapshot)
     fs = _shares(snapshot, merged)[1] if merged["weight_fairshare"] else {}
-    return job_factors(snapshot, merged, fs)
+    return job_factors(snapshot, merged, fs, detail)
 
 
 def job_priorities(snapshot: dict, policy: dict | None = None) -> dict[str, int]:
@@ -70,7 +72,7 @@ def job_priorities(snapshot: dict, policy: dict | None = None) -> dict[str, int]
     0 for held jobs, >= 1 otherwise; higher runs first. Deterministic for a given
     snapshot and policy; raises ``ValueError`` on an inconsistent snapshot or policy.
     """
-    return {f.job_id: f.priority for f in _factors(snapshot, policy)}
+    return dict(_factors(snapshot, policy, detail=False))
 
 
 def _id_key(job_id: str) -> tuple[int, int | str]:

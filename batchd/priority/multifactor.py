@@ -284,11 +284,16 @@ def _max_of(values: list[float]) -> float:
     return max([v for v in values if v > 0], default=0.0)
 
 
-def job_factors(snapshot: dict, policy: dict, fs_factors: dict[str, float]) -> list[JobFactors]:
+FACTORS = ("age", "assoc", "fairshare", "jobsize", "partition", "qos")
+
+
+def job_factors(snapshot: dict, policy: dict, fs_factors: dict[str, float], detail: bool = True) -> list[Any]:
     """Factors of every job of ``snapshot`` not in a final state, in snapshot order.
 
     ``policy`` must be a merged policy (``merge_policy``); ``fs_factors`` maps
-    "account/user" to the fair-share factor (``compute_shares``)."""
+    "account/user" to the fair-share factor (``compute_shares``). With ``detail=False``
+    only ``(job id, priority)`` pairs, the same numbers without the per-factor
+    dictionaries (the scheduler's hot path)."""
     flags = priority_flags(policy)
     now = float(snapshot.get("now") or 0.0)
     jobs = [j for j in snapshot.get("jobs") or [] if str(j.get("state", "PENDING")).upper() not in _FINAL]
@@ -308,24 +313,23 @@ def job_factors(snapshot: dict, policy: dict, fs_factors: dict[str, float]) -> l
                         str(parts[0]["name"]) if parts and parts[0].get("name") else "batch")
     by_name = {str(n.get("name")): n for n in snapshot.get("nodes") or []}
     wt_order = sorted(wt, key=tres_sort_key)
-    out = []
+    out: list[Any] = []
     no_assoc, no_part = "NO_NORMAL_ASSOC" in flags, "NO_NORMAL_PART" in flags
     no_qos, no_tres = "NO_NORMAL_QOS" in flags, "NO_NORMAL_TRES" in flags
     max_age_s = float(policy["max_age_s"])
-    w_items = list(weights.items())
+    w_age, w_assoc, w_fs, w_js, w_part, w_qos = (weights[k] for k in
+                                                  ("age", "assoc", "fairshare", "jobsize", "partition", "qos"))
     for j in jobs:
         tres = job_tres(j, by_name)
         pj = float(j.get("partition_job_factor", 1) or 0)
         qp = float(j.get("qos_priority_value", 0) or 0)
         ap = float(j.get("assoc_priority", 0) or 0)
-        norm = {
-            "age": _age(j, now, max_age_s),
-            "assoc": ap if no_assoc else (ap / max_assoc if max_assoc else 0.0),
-            "fairshare": fs_factors.get(f"{j.get('account')}/{j.get('user')}", 0.0),
-            "jobsize": _jobsize(j, tres, n_active, c_active, policy, flags),
-            "partition": pj if no_part else (pj / max_part if max_part else 0.0),
-            "qos": qp if no_qos else (qp / max_qos if max_qos else 0.0),
-        }
+        n_age = _age(j, now, max_age_s)
+        n_assoc = ap if no_assoc else (ap / max_assoc if max_assoc else 0.0)
+        n_fs = fs_factors.get(f"{j.get('account')}/{j.get('user')}", 0.0)
+        n_js = _jobsize(j, tres, n_active, c_active, policy, flags)
+        n_part = pj if no_part else (pj / max_part if max_part else 0.0)
+        n_qos = qp if no_qos else (qp / max_qos if max_qos else 0.0)
         ptot = j.get("partition_tres")
         ptot = {normalize_tres_name(k): float(v) for k, v in ptot.items()} if isinstance(ptot, dict) else totals
         tres_norm: dict[str, float] = {}
@@ -338,10 +342,10 @@ def job_factors(snapshot: dict, policy: dict, fs_factors: dict[str, float]) -> l
             if f and wt[t]:
                 tres_norm[t] = f
                 tres_w[t] = f * wt[t]
-        weighted = {k: norm[k] * w for k, w in w_items}
+        parts_w = (n_age * w_age, n_assoc * w_assoc, n_fs * w_fs, n_js * w_js, n_part * w_part, n_qos * w_qos)
         site = int(j.get("site_factor", 0) or 0)
         nice = int(j.get("nice", 0) or 0)
-        exact = sum(weighted.values()) + sum(tres_w.values()) + site - nice
+        exact = sum(parts_w) + sum(tres_w.values()) + site - nice
         reason = j.get("reason")
         held = bool(j.get("hold")) or (reason is not None and str(reason).startswith("JobHeld"))
         admin = j.get("admin_priority")
@@ -351,6 +355,11 @@ def job_factors(snapshot: dict, policy: dict, fs_factors: dict[str, float]) -> l
             prio = 0
         else:
             prio = min(int(math.trunc(max(exact, 1.0))), MAX_PRIORITY)
+        if not detail:
+            out.append((str(j.get("id")), prio))
+            continue
+        norm = dict(zip(FACTORS, (n_age, n_assoc, n_fs, n_js, n_part, n_qos), strict=True))
+        weighted = dict(zip(FACTORS, parts_w, strict=True))
         out.append(JobFactors(str(j.get("id")), str(j.get("user", "")), str(j.get("account", "")),
                               str(j.get("partition") or default_part), str(j.get("qos") or "normal"),
                               str(j.get("state", "PENDING")).upper(), prio, exact, site, nice, held,

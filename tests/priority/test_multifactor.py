@@ -124,3 +124,25 @@ def test_sprio_lists_only_eligible_pending_jobs():
     ids = [r.job_id for r in priority_rows(reference_snapshot())]
     assert ids == ["88", "89", "90", "94", "95", "96"]
     assert REF_NOW > 0
+
+
+def test_fast_priorities_equal_the_detailed_ones():
+    """job_priorities (the scheduler's hot path, no per-factor dictionaries) gives exactly
+    the priorities of the detailed factors, over varied jobs (nice, hold, ages, sizes)."""
+    import random
+
+    from batchd.priority import _shares
+
+    rnd = random.Random(7)
+    snap = copy.deepcopy(reference_snapshot())
+    base = [j for j in snap["jobs"] if j.get("state") == "PENDING"][0]
+    for i in range(200):
+        j = copy.deepcopy(base)
+        j.update(id=10_000 + i, submit_time=REF_NOW - rnd.randint(0, 900_000), nice=rnd.choice([0, 0, 100, -50]),
+                 tasks=rnd.randint(1, 4), hold=rnd.random() < 0.1)
+        snap["jobs"].append(j)
+    merged = merge_policy(None, snap)
+    fs = _shares(snap, merged)[1]
+    detailed = {f.job_id: f.priority for f in job_factors(snap, merged, fs)}
+    assert job_priorities(snap) == detailed
+    assert len(detailed) > 200 and len(set(detailed.values())) > 20
