@@ -418,3 +418,17 @@ def write(text: str) -> None:
             sys.stdout = open(os.devnull, "w")
         except OSError:
             pass
+
+
+def refresh(show: Callable[[], int], iterate: str | None) -> int:
+    """`show()` once, or (`-i SECONDS`) again every SECONDS with a blank line between,
+    until it fails or Ctrl-C, as squeue/sinfo `--iterate` do; returns the exit code."""
+    while True:
+        rc = show()
+        if rc or not iterate:
+            return rc
+        try:
+            time.sleep(int(iterate))
+        except KeyboardInterrupt:
+            return 0
+        write("\n")

@@ -10,7 +10,6 @@ is the width of the longest partition name (at least the header's).
 import json
 import os
 import sys
-import time
 
 from batchd.cli import fmt
 from batchd.cli.options import Opt, OptionError, parse
@@ -397,19 +396,16 @@ def main(argv: list[str] | None = None) -> int:
     if iterate is not None and (not iterate.isdigit() or int(iterate) <= 0):
         sys.stderr.write(f"{PROG}: error: --iterate={iterate} must be a positive integer\n")
         return 1
-    while True:
+
+    def show() -> int:
         reply = fmt.daemon_call(PROG, "GET", "/v1/nodes", error_prefix="slurm_load_partitions")
         if opts.get("json"):
             fmt.write(to_json(reply.get("nodes", []), reply.get("partitions", [])))
         else:
             fmt.write(render(reply.get("nodes", []), reply.get("partitions", []), opts))
-        if not iterate:
-            return 0
-        try:
-            time.sleep(int(iterate))
-        except KeyboardInterrupt:
-            return 0
-        fmt.write("\n")
+        return 0
+
+    return fmt.refresh(show, iterate)
 
 
 if __name__ == "__main__":

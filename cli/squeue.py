@@ -526,19 +526,16 @@ def main(argv: list[str] | None = None) -> int:
         msg = e.message if e.message.startswith(PROG) or "\n" in e.message else f"{PROG}: error: {e.message}"
         sys.stderr.write(msg + "\n")
         return e.exit_code
-    while True:
+
+    def show() -> int:
         jobs, err = fetch(opts)
         if err or jobs is None:
             sys.stderr.write(f"{err}\n")
             return 1
         fmt.write(render(jobs, opts))
-        if not iterate:
-            return 0
-        try:
-            time.sleep(int(iterate))
-        except KeyboardInterrupt:
-            return 0
-        fmt.write("\n")
+        return 0
+
+    return fmt.refresh(show, iterate)
 
 
 if __name__ == "__main__":
