@@ -88,4 +88,16 @@ def test_dead_agent_node_goes_down_and_its_jobs_are_requeued_then_reconciled(pgc
     c.start(victim_node)
     c.wait(ctl, lambda: "down" not in c.run(ctl, "sinfo", "-N", "-h", "-n", victim_node).stdout.lower(),
            "the node to come back", timeout=30)
+    # the run that kept going on the lost node was killed by its agent on return, and the
+    # database kept exactly one record of it (NODE_FAIL, written by the controller)
+    import json
+
+    exit_file = c.root / victim_node / "state" / "spool" / f"job.{on_victim[0]}.0" / "exit.json"
+    c.wait(ctl, lambda: exit_file.exists(), "the orphaned run to be ended on the returning node", timeout=30)
+    assert json.loads(exit_file.read_text())["requested"] == "node_fail"
+    from batchd.cli.client import request
+
+    recs = [r for r in request("GET", "/v1/accounting", query={"ids": str(on_victim[0]), "duplicates": "1"})[
+        "records"] if r["step"] is None]
+    assert [r["state"] for r in recs][0] == "NODE_FAIL" and len(recs) == 2, recs
     del other
