@@ -432,3 +432,20 @@ def refresh(show: Callable[[], int], iterate: str | None) -> int:
         except KeyboardInterrupt:
             return 0
         write("\n")
+
+
+VERSION = "slurm 22.05.8 (batchd)"
+
+
+def answered_info(opts: dict, usage: str, help_text: str | None = None) -> bool:
+    """`--help`/`--usage`/`--version` of a query command: print the text and return True
+    (the command then exits 0); False when none was asked for."""
+    if opts.get("help") and help_text is not None:
+        write(help_text)
+    elif opts.get("help") or opts.get("usage"):
+        write(usage)
+    elif opts.get("version"):
+        write(VERSION + "\n")
+    else:
+        return False
+    return True

@@ -181,14 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         opts, ids = parse(PROG, argv, TABLE)
-        if opts.get("help"):
-            fmt.write(HELP)
-            return 0
-        if opts.get("usage"):
-            fmt.write(USAGE)
-            return 0
-        if opts.get("version"):
-            fmt.write("slurm 22.05.8 (batchd)\n")
+        if fmt.answered_info(opts, USAGE, HELP):
             return 0
         body = build_request(opts, ids)
     except OptionError as e:

@@ -435,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
         fmt.write(USAGE)
         return 0
     if opts.get("version") or (words and words[0].lower() == "version"):
-        fmt.write("slurm 22.05.8 (batchd)\n")
+        fmt.write(fmt.VERSION + "\n")
         return 0
     if not words:
         sys.stderr.write(f"{PROG}: error: no command given (interactive mode is not supported)\n")

@@ -496,11 +496,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         opts, rest = parse(PROG, argv, TABLE)
-        if opts.get("help") or opts.get("usage"):
-            fmt.write(USAGE)
-            return 0
-        if opts.get("version"):
-            fmt.write("slurm 22.05.8 (batchd)\n")
+        if fmt.answered_info(opts, USAGE):
             return 0
         if opts.get("jobs") and None in opts["jobs"] and rest:
             # `-j 123`: -j takes an optional argument, so the list follows as a word
