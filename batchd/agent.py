@@ -18,6 +18,7 @@ from typing import Any
 
 from batchd import jobenv, launcher
 from batchd.config import Config
+from batchd.errors import ConfigError
 from batchd.model import Job
 from batchd.runs import end_run
 from batchd.steps import StepRunner
@@ -44,6 +45,22 @@ class Agent:
 
             self._gpu_sampler = GpuSampler()
         self._sent: dict[tuple[int, int], str] = {}
+        self.isolation = self._isolation_mode(cfg.isolation)
+
+    @staticmethod
+    def _isolation_mode(setting: str) -> str:
+        """Detect (and, where the static checks pass, probe) the isolation this node
+        offers and choose the launcher's mode; ConfigError when "systemd" was asked for
+        and cannot be had."""
+        from batchd import isolation
+
+        report = isolation.detect(probe=setting != "plain")
+        try:
+            mode = isolation.choose_mode(setting, report)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        log.info("isolation mode=%s setting=%s why=%s", mode, setting, "; ".join(report.reasons))
+        return mode
 
     def _mine(self, j: Job) -> bool:
         alloc = j.allocation or {}
@@ -143,6 +160,13 @@ class Agent:
         return out
 
     # ------------------------------------------------------------------ launch
+    def _devices(self, node: str, alloc_node: dict[str, Any]) -> list[str]:
+        """The device nodes the job's unit may open (DevicePolicy=closed + these)."""
+        from batchd import isolation
+
+        inv = next((n.gpus for n in self.store.list_nodes() if n.name == node), [])
+        return isolation.job_devices(alloc_node, inv)
+
     def _launch(self, j: Job) -> None:
         alloc = j.allocation or {}
         node = next(iter(alloc))
@@ -178,6 +202,9 @@ class Agent:
             # without cgroups the node enforces --mem by polling the job's RSS (OUT_OF_MEMORY)
             mem_limit_mb=(int(alloc[node].get("memory_mb") or 0) or None) if self.cfg.enforce_memory else None,
             node=node,
+            isolation="systemd" if self.isolation == "systemd" else "plain",
+            cpu_ids=[int(c) for c in alloc[node].get("cpu_ids") or []] or None,
+            devices=self._devices(node, alloc[node]) if self.isolation == "systemd" else None,
         )
         try:
             info = launcher.launch(req, self.spool)

@@ -13,6 +13,10 @@ Layout (every key optional unless marked):
     admin_group = "batchd-admin"
     gpu_env = "index"                       # CUDA_VISIBLE_DEVICES as "index" or "uuid"
     shard_per_gpu = 0                       # gres/shard per whole GPU (0 = no shards)
+    isolation = "auto"                      # "auto" | "systemd" | "plain": jobs in transient
+                                            # systemd units, or the plain supervisor (see
+                                            # batchd.isolation; "systemd" refuses to start
+                                            # where the node cannot)
     accounts = "accounts.toml"              # optional: an accounts file (batchd.accounts) that the
                                             # daemon applies at start, relative to this file
 
@@ -84,6 +88,7 @@ class Config:
     admin_group: str = "batchd-admin"
     gpu_env: str = "index"
     shard_per_gpu: int = 0
+    isolation: str = "auto"
     nodes: list[NodeConfig] = field(default_factory=list)
     partitions: list[PartitionConfig] = field(default_factory=list)
     qos: list[QosConfig] = field(default_factory=list)
@@ -210,7 +215,7 @@ def _gpus(path: str, key: str, v: Any) -> list[dict[str, Any]] | str:
 
 def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
     known = {"cluster_name", "state_dir", "database_url", "socket", "admin_group", "gpu_env",
-             "shard_per_gpu", "accounts", "database_password_file", "scheduler", "priority", "accounting", "gpu_aliases", "partition",
+             "shard_per_gpu", "accounts", "database_password_file", "isolation", "scheduler", "priority", "accounting", "gpu_aliases", "partition",
              "node", "qos"}
     for k in data:
         if k not in known:
@@ -237,6 +242,10 @@ def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
         cfg.accounts_file = af if os.path.isabs(af) else os.path.join(os.path.dirname(os.path.abspath(path)), af)
         if not os.path.exists(cfg.accounts_file):
             raise _fail(path, "accounts", f"no such file {cfg.accounts_file}")
+    if "isolation" in data:
+        if data["isolation"] not in ("auto", "systemd", "plain"):
+            raise _fail(path, "isolation", f'must be "auto", "systemd" or "plain", got {data["isolation"]!r}')
+        cfg.isolation = data["isolation"]
     if "shard_per_gpu" in data:
         cfg.shard_per_gpu = _int(path, "shard_per_gpu", data["shard_per_gpu"])
     for sect in ("scheduler", "priority", "gpu_aliases", "accounting"):

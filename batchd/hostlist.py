@@ -87,3 +87,19 @@ def expand(text: str | None) -> list[str]:
             else:
                 out.append(f"{prefix}{a}{suffix}")
     return out
+
+
+def ranges(ids: Iterable[int]) -> str:
+    """Integer ids in Slurm's and systemd's range form: [7, 0, 1, 5, 6] -> "0-1,5-7";
+    duplicates collapse, empty -> ""."""
+    out: list[str] = []
+    vals = sorted(set(int(i) for i in ids))
+    k = 0
+    while k < len(vals):
+        m = k
+        while m + 1 < len(vals) and vals[m + 1] == vals[m] + 1:
+            m += 1
+        out.append(str(vals[k]) if k == m else f"{vals[k]}-{vals[m]}")
+        k = m + 1
+    return ",".join(out)
+

@@ -29,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from batchd.hostlist import ranges
+
 NEEDED_CONTROLLERS = ("cpuset", "memory", "pids")
 
 
@@ -154,3 +156,119 @@ def detect(root: str = "/", *, probe: bool = False, euid: int | None = None,
             r.warnings.append(f"own cgroup {r.own_cgroup} is delegated (cgroup v2 limits could be "
                               "written directly)")
     return r
+
+
+# ---------------------------------------------------------------- the job's unit
+
+#: Slice every job unit goes into (created by systemd on first use).
+SLICE = "batchd.slice"
+#: Memory added to a job's MemoryMax for its supervisor, which shares the unit's cgroup.
+SUPERVISOR_MEMORY_MB = 64
+#: NVIDIA control devices every GPU job needs, besides its own /dev/nvidiaN.
+NVIDIA_CONTROL_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+#: The MIG capability devices (/dev/nvidia-caps/nvidia-capN) as a device group name of
+#: /proc/devices: a MIG job needs read access to its GPU- and compute-instance caps.
+NVIDIA_CAPS_GROUP = "char-nvidia-caps"
+
+
+def unit_name(job_id: int) -> str:
+    return f"batchd-job-{int(job_id)}.service"
+
+
+def job_devices(alloc_node: dict[str, Any], inventory: list[dict[str, Any]] | None = None) -> list[str]:
+    """The device nodes a job may open on one node, from its allocation there.
+
+    `alloc_node["gpus"]` holds whole-GPU indices (int or "3") and MIG instances
+    ("3:MIG-<uuid>", parent index first); `shard_gpus` (when the allocation names the
+    cards its shards are on) adds those cards. Each card is `/dev/nvidia<minor>`, the
+    minor number from the inventory (`"minor"`) when known, else its index. A job with any
+    GPU also gets the control devices, and a MIG job the capability group. No GPU: []."""
+    minors = {int(g["index"]): int(g.get("minor", g["index"]))
+              for g in inventory or [] if isinstance(g, dict) and "index" in g}
+    cards: set[int] = set()
+    mig = False
+    for g in list(alloc_node.get("gpus") or []) + list(alloc_node.get("shard_gpus") or []):
+        s = str(g)
+        idx, sep, _rest = s.partition(":")
+        if sep:
+            mig = True
+        if idx.strip().isdigit():
+            cards.add(int(idx))
+    if not cards:
+        return []
+    out = [f"/dev/nvidia{minors.get(i, i)}" for i in sorted(cards)]
+    out += list(NVIDIA_CONTROL_DEVICES)
+    if mig:
+        out.append(NVIDIA_CAPS_GROUP)
+    return out
+
+
+def unit_command(*, systemd_run: str, job_id: int, run: int, user: str, jobdir: str, python: str,
+                 mem_limit_mb: int | None, cpu_ids: list[int] | None, devices: list[str] | None,
+                 log_path: str) -> list[str]:
+    """The `systemd-run` command that starts a run's supervisor in its own transient unit.
+
+    The unit is a service (`--service-type=exec`: systemd-run returns once the supervisor
+    is exec'ed) in `batchd.slice`, outside `batchd.service`, garbage-collected when it ends
+    (`--collect`, also after a failure). Properties: `MemoryMax` = the job's memory plus
+    SUPERVISOR_MEMORY_MB, with `MemorySwapMax=0` (over the limit is an OOM kill, not swap);
+    `OOMPolicy=continue` (a kernel OOM kill of the job must not stop the unit: its
+    supervisor records OUT_OF_MEMORY); `AllowedCPUs` = the job's CPU ids; `DevicePolicy=closed`
+    (only /dev/null, zero, full, random, urandom, tty, ptmx) plus `DeviceAllow` for each of
+    its GPU devices (read-write; the MIG capability group read-only); `KillMode=control-group`
+    so that stopping the unit ends every process of the job. The supervisor runs as root in
+    the unit and starts the job as the user."""
+    cmd = [systemd_run, f"--unit={unit_name(job_id)}", f"--slice={SLICE}", "--collect", "--quiet",
+           "--service-type=exec",
+           "-p", f"Description=batchd job {int(job_id)} run {int(run)} of {user}",
+           "-p", "KillMode=control-group", "-p", "OOMPolicy=continue",
+           "-p", f"StandardOutput=append:{log_path}", "-p", f"StandardError=append:{log_path}",
+           "-p", "DevicePolicy=closed"]
+    if mem_limit_mb:
+        cmd += ["-p", f"MemoryMax={int(mem_limit_mb) + SUPERVISOR_MEMORY_MB}M", "-p", "MemorySwapMax=0"]
+    if cpu_ids:
+        cmd += ["-p", f"AllowedCPUs={ranges(cpu_ids)}"]
+    for dev in devices or []:
+        cmd += ["-p", f"DeviceAllow={dev} {'r' if dev == NVIDIA_CAPS_GROUP else 'rw'}"]
+    cmd += ["--", python, "-m", "batchd.supervisor", "--unit", jobdir]
+    return cmd
+
+
+def own_cgroup_dir(root: str = "/") -> str | None:
+    """This process's cgroup v2 directory, or None without the unified hierarchy."""
+    cg = _own_cgroup(root)
+    if cg is None:
+        return None
+    return os.path.join(root, "sys/fs/cgroup", cg.lstrip("/"))
+
+
+def oom_kills(cgroup_dir: str | None) -> int | None:
+    """The `oom_kill` count of a cgroup's memory.events (kernel OOM kills inside it,
+    the memory limit's kills included), or None where it cannot be read."""
+    if cgroup_dir is None:
+        return None
+    text = _read(os.path.join(cgroup_dir, "memory.events"))
+    if text is None:
+        return None
+    for line in text.splitlines():
+        key, _, val = line.partition(" ")
+        if key == "oom_kill" and val.strip().isdigit():
+            return int(val)
+    return None
+
+
+def choose_mode(setting: str, report: IsolationReport) -> str:
+    """The launcher's mode for the config's `isolation` setting and a detection report:
+    "plain" -> plain; "auto" -> what detection found; "systemd" -> systemd, or a
+    ValueError naming why not (an admin who asks for kernel isolation must not get less
+    silently)."""
+    if setting == "plain":
+        return "plain"
+    if setting == "auto":
+        return report.mode
+    if setting == "systemd":
+        if report.mode != "systemd":
+            raise ValueError("isolation = \"systemd\" but this node cannot: "
+                             + "; ".join(r for r in report.reasons if not r.startswith("fallback")))
+        return "systemd"
+    raise ValueError(f'isolation must be "auto", "systemd" or "plain", got {setting!r}')

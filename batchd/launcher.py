@@ -91,6 +91,12 @@ class LaunchRequest:
     `mem_limit_mb` is enforced by polling the RSS of the job's process tree (over it:
     OUT_OF_MEMORY). `node` names this node in slurmstepd's messages (default: the
     environment's SLURMD_NODENAME, else the short host name).
+
+    `isolation` "systemd" starts the supervisor in its own transient unit (see
+    `batchd.isolation.unit_command`): the kernel then enforces `mem_limit_mb` (MemoryMax),
+    `cpu_ids` (AllowedCPUs) and `devices` (DevicePolicy=closed + DeviceAllow). In "plain"
+    mode `cpu_ids` pins the job with sched_setaffinity (the CPUs of them this machine
+    has) and `devices` is not enforced (CUDA_VISIBLE_DEVICES only).
     """
 
     job_id: int
@@ -114,6 +120,9 @@ class LaunchRequest:
     mem_limit_mb: int | None = None
     signal_batch_only: bool = False
     node: str | None = None
+    isolation: Literal["plain", "systemd"] = "plain"
+    cpu_ids: list[int] | None = None
+    devices: list[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -313,15 +322,20 @@ def _write_staging(req: LaunchRequest, spool_dir: str) -> str:
 
 
 def _spawn_supervisor(jobdir: str, lock_fd: int) -> LaunchInfo:
-    """Start the detached supervisor for `jobdir` and wait until it reports.
+    """Start the supervisor for `jobdir` and wait until it reports.
 
-    `lock_fd` is the supervisor lock, held by the caller; the supervisor inherits it, so
-    the lock is held without a gap from before the spawn until the supervisor exits.
+    `lock_fd` is the supervisor lock, held by the caller. A plain supervisor is detached
+    and inherits it, so the lock is held without a gap from before the spawn until the
+    supervisor exits; a supervisor in a systemd unit takes it over (`_spawn_unit`).
     """
+    try:
+        req = read_json(os.path.join(jobdir, REQUEST)) or {}
+    except ValueError:
+        req = {}  # the supervisor reports an unreadable request as the run's failure
+    if req.get("isolation") == "systemd":
+        return _spawn_unit(jobdir, LaunchRequest.from_json(req), lock_fd)
     ready_r, ready_w = os.pipe()
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC",
-                        "WATCHDOG_PID")}
+    env = _child_env()
     try:
         with open(os.path.join(jobdir, LOG), "ab") as logf:
             os.chmod(logf.name, 0o600)
@@ -345,6 +359,73 @@ def _spawn_supervisor(jobdir: str, lock_fd: int) -> LaunchInfo:
     if info is None:
         raise LaunchError(f"supervisor did not start the job (answer {answer!r}); see {jobdir}/{LOG}")
     return info
+
+
+def _spawn_unit(jobdir: str, req: LaunchRequest, lock_fd: int) -> LaunchInfo:
+    """Start the supervisor in the transient unit `batchd-job-<id>.service` and wait
+    until it has recorded the start.
+
+    systemd passes no file descriptors into a unit, so the lock is handed over: the
+    supervisor waits for it (`--unit`), and this function releases it once systemd-run
+    has started the unit. The unit name is the guard against a second start in the
+    window between: a second systemd-run for the same job fails ("already loaded"), and
+    the launcher then waits for the run that is there.
+    """
+    from batchd import isolation
+
+    systemd_run = shutil.which("systemd-run")
+    if systemd_run is None:
+        raise LaunchError("isolation is systemd but systemd-run is not on PATH")
+    cmd = isolation.unit_command(
+        systemd_run=systemd_run, job_id=req.job_id, run=req.run, user=req.user, jobdir=jobdir,
+        python=sys.executable, mem_limit_mb=req.mem_limit_mb, cpu_ids=req.cpu_ids, devices=req.devices,
+        log_path=os.path.join(jobdir, LOG))
+    try:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=LAUNCH_TIMEOUT_S, check=False, cwd="/", env=_child_env())
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LaunchError(f"systemd-run failed: {exc}") from None
+    fcntl.flock(lock_fd, fcntl.LOCK_UN)  # the supervisor in the unit takes it now
+    if proc.returncode != 0 and "already" not in proc.stderr:
+        raise LaunchError(f"systemd-run failed rc={proc.returncode}: {proc.stderr.strip()[-300:]}")
+    if proc.returncode != 0:
+        log.warning("job unit already there, waiting for it unit=%s", isolation.unit_name(req.job_id))
+    deadline = time.monotonic() + LAUNCH_TIMEOUT_S
+    unit = isolation.unit_name(req.job_id)
+    next_check = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        info = _existing_info(jobdir)
+        if info is not None:
+            return info
+        if time.monotonic() >= next_check:
+            next_check = time.monotonic() + 0.5
+            if not _lock_is_held(jobdir) and _unit_gone(unit):
+                break
+        time.sleep(0.01)
+    info = _existing_info(jobdir)
+    if info is None:
+        raise LaunchError(f"unit {unit} did not start the job; see {jobdir}/{LOG}")
+    return info
+
+
+def _child_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items()
+            if k not in ("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC",
+                         "WATCHDOG_PID")}
+
+
+def _unit_gone(unit: str) -> bool:
+    """systemd says the unit is not running (inactive, failed or unknown); False when
+    that cannot be asked."""
+    systemctl = shutil.which("systemctl")
+    if systemctl is None:
+        return False
+    try:
+        p = subprocess.run([systemctl, "is-active", unit], capture_output=True, text=True, timeout=10,
+                           check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return p.stdout.strip() in ("inactive", "failed", "unknown")
 
 
 def _read_ready(fd: int, timeout_s: float) -> bytes:

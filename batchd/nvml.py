@@ -104,7 +104,8 @@ class Inventory:
         `{"index", "uuid", "type", "mig": [{"profile", "uuid"}]}`, in index order, plus
         placement extras the scheduler may use:
 
-        - `"numa"`: NUMA node (int or None); `"cpus"`: ideal CPU ids;
+        - `"numa"`: NUMA node (int or None); `"cpus"`: ideal CPU ids; `"minor"`: the
+          device's minor number (`/dev/nvidia<minor>`) when NVML gives it;
         - `"links"`: `{"nvlink": [n per GPU index, -1 self], "nvlink_p2p": [bool per index],
           "pcie": [level per index, 0 self]}` (rows of the inventory's matrices);
         - per MIG device: `"slices"`, `"parent_slices"`, `"memory_mb"`; on a GPU in MIG
@@ -131,6 +132,8 @@ class Inventory:
             }
             if g.mig:
                 d["slices"] = g.mig[0].parent_slices
+            if g.minor is not None:
+                d["minor"] = g.minor  # /dev/nvidia<minor>, for the job unit's DeviceAllow
             out.append(d)
         return out
 

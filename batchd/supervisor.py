@@ -1,9 +1,12 @@
-"""The per-run supervisor: `python -m batchd.supervisor [--detach] JOBDIR`.
+"""The per-run supervisor: `python -m batchd.supervisor [--detach | --unit] JOBDIR`.
 
 Started by `batchd.launcher.launch` in a new session and forked once more (`--detach`),
 so that it is neither the daemon's child nor in its process group: a daemon that dies
 (even by `kill -9`) or a Ctrl-C in its terminal never reaches the job. It depends on
-nothing but the job directory.
+nothing but the job directory. With `--unit` it is the main process of the job's
+transient systemd unit (isolation "systemd"): it takes the run's lock from the launcher,
+protects itself from the OOM killer, leaves the memory limit to the kernel (MemoryMax)
+and reads a kernel OOM kill from the unit's `memory.events` (OUT_OF_MEMORY).
 
 It forks the job, which puts itself in a new session (its pid is its process group),
 drops to the user's groups, gid and uid (in that order) when the supervisor is root,
@@ -71,6 +74,26 @@ _RESET_SIGNALS = (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE, 
                   signal.SIGUSR1, signal.SIGXFSZ, signal.SIGQUIT)
 
 
+def _pin_cpus(cpu_ids: list[int] | None) -> None:
+    """Pin the calling process to the job's CPUs that this machine lets it use (a
+    static inventory may name CPUs the machine does not have: those are dropped, and
+    with none left the process stays unpinned)."""
+    if not cpu_ids:
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        cpus = set(cpu_ids) & os.sched_getaffinity(0)
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+
+
+def _protect_from_oom() -> None:
+    """In a unit the supervisor shares the job's cgroup and memory limit: make sure the
+    kernel's OOM killer picks the job, never the process that records its end."""
+    with contextlib.suppress(OSError):
+        with open("/proc/self/oom_score_adj", "w") as fh:
+            fh.write("-1000")
+
+
 def _set_subreaper() -> None:
     with contextlib.suppress(Exception):
         libc = ctypes.CDLL(None, use_errno=True)
@@ -100,6 +123,10 @@ def _exec_job(req: LaunchRequest, script: str, go_r: int, err_w: int) -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
         if os.read(go_r, 1) != b"g":
             os._exit(127)  # the supervisor died before recording the start
+        _pin_cpus(req.cpu_ids)
+        with contextlib.suppress(OSError):  # undo the supervisor's own OOM protection
+            with open("/proc/self/oom_score_adj", "w") as fh:
+                fh.write("0")
         if os.geteuid() == 0:
             groups = req.groups if req.groups is not None else os.getgrouplist(req.user, req.gid)
             os.setgroups(groups)
@@ -145,9 +172,14 @@ def _exec_job(req: LaunchRequest, script: str, go_r: int, err_w: int) -> None:
 class Supervisor:
     """Runs one job of one job directory to its end; see the module docstring."""
 
-    def __init__(self, jobdir: str, ready_fd: int | None) -> None:
+    def __init__(self, jobdir: str, ready_fd: int | None, unit: bool = False) -> None:
         self.jobdir = jobdir
         self.ready_fd = ready_fd
+        # in a systemd unit the kernel enforces the memory limit (MemoryMax): polling only
+        # records the peak, and an OOM kill is read from the unit's memory.events
+        self.unit = unit
+        self.cgroup_dir: str | None = None
+        self.oom_base: int | None = None
         self.req: LaunchRequest | None = None
         self.child = 0
         self.start_time = 0.0
@@ -285,7 +317,7 @@ class Supervisor:
             with contextlib.suppress(psutil.Error):
                 rss += proc.memory_info().rss
         self.peak_rss_kb = max(self.peak_rss_kb, rss // 1024)
-        if rss > self.req.mem_limit_mb * 1024 * 1024 and self.requested != "oom":
+        if not self.unit and rss > self.req.mem_limit_mb * 1024 * 1024 and self.requested != "oom":
             log.info("job over memory limit rss_mb=%s limit_mb=%s", rss >> 20, self.req.mem_limit_mb)
             self.requested = "oom"
             self._signal_job(signal.SIGKILL)
@@ -346,6 +378,12 @@ class Supervisor:
         except (OSError, TypeError, ValueError) as exc:
             return self._fail_before_start(f"unreadable launch request: {exc}")
         _set_subreaper()
+        if self.unit:
+            from batchd import isolation
+
+            _protect_from_oom()
+            self.cgroup_dir = isolation.own_cgroup_dir()
+            self.oom_base = isolation.oom_kills(self.cgroup_dir)
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -440,6 +478,13 @@ class Supervisor:
         sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
         if self.error.startswith(OUTPUT_OPEN_FAILED):
             exit_code, sig = 0, OUTPUT_OPEN_FAILED_SIG
+        if self.unit and self.requested is None and self.oom_base is not None:
+            from batchd import isolation
+
+            kills = isolation.oom_kills(self.cgroup_dir)
+            if kills is not None and kills > self.oom_base:
+                log.info("job killed by the kernel at its memory limit oom_kills=%s", kills - self.oom_base)
+                self.requested = "oom"
         if self.requested == "oom":
             final = "OUT_OF_MEMORY"
         elif self.requested in REASON_STATE:
@@ -479,6 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; see the module docstring. Returns the supervisor's exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
     detach = "--detach" in args
+    unit = "--unit" in args
     lock_fd = ready_fd = None
     rest = []
     for arg in args:
@@ -486,10 +532,10 @@ def main(argv: list[str] | None = None) -> int:
             lock_fd = int(arg.split("=", 1)[1])
         elif arg.startswith("--ready-fd="):
             ready_fd = int(arg.split("=", 1)[1])
-        elif arg != "--detach":
+        elif arg not in ("--detach", "--unit"):
             rest.append(arg)
     if len(rest) != 1:
-        print("usage: python -m batchd.supervisor [--detach] JOBDIR", file=sys.stderr)
+        print("usage: python -m batchd.supervisor [--detach | --unit] JOBDIR", file=sys.stderr)
         return 2
     jobdir = os.path.abspath(rest[0])
     if detach and os.fork() != 0:
@@ -501,11 +547,13 @@ def main(argv: list[str] | None = None) -> int:
     if lock_fd is None:
         lock_fd = os.open(os.path.join(jobdir, LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # in a unit: wait while the launcher hands the lock over (it releases it once
+            # systemd-run has returned); the run's checks below then see what happened
+            fcntl.flock(lock_fd, fcntl.LOCK_EX if unit else fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             log.error("another supervisor holds %s", jobdir)
             return 2
-    return Supervisor(jobdir, ready_fd).run()
+    return Supervisor(jobdir, ready_fd, unit=unit).run()
 
 
 if __name__ == "__main__":

@@ -15,20 +15,10 @@ PCIE_NAMES = {0: "BRD", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 
 
 def _ranges(ids: list[int]) -> str:
-    """[0, 1, 2, 5] -> "0-2,5"."""
-    out: list[str] = []
-    start = prev = None
-    for i in sorted(ids):
-        if start is None:
-            start = prev = i
-        elif i == prev + 1:
-            prev = i
-        else:
-            out.append(f"{start}-{prev}" if start != prev else str(start))
-            start = prev = i
-    if start is not None:
-        out.append(f"{start}-{prev}" if start != prev else str(start))
-    return ",".join(out) or "-"
+    """[0, 1, 2, 5] -> "0-2,5"; none -> "-"."""
+    from batchd.hostlist import ranges
+
+    return ranges(ids) or "-"
 
 
 def _table(rows: list[list[str]]) -> list[str]:
@@ -166,16 +156,37 @@ def inventory(as_json: bool, config_path: str | None) -> None:
 @click.option("--probe", is_flag=True,
               help="Also start one short transient scope with systemd-run (as root) to prove that "
                    "MemoryMax, AllowedCPUs and DevicePolicy work here.")
-def check(as_json: bool, probe: bool) -> None:
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+              help="Also say which mode the daemon would use with this batchd.toml's "
+                   "`isolation` setting (auto, systemd or plain).")
+def check(as_json: bool, probe: bool, config_path: str | None) -> None:
     """Which job isolation this node offers (systemd transient units or the plain
     supervisor) and why. Changes nothing unless --probe is given."""
     from batchd import isolation
     r = isolation.detect(probe=probe)
+    active: dict[str, Any] = {}
+    if config_path is not None:
+        from batchd.config import load_config
+        from batchd.errors import ConfigError
+        try:
+            setting = load_config(config_path).isolation
+        except ConfigError as e:
+            click.echo(f"batchd: error: {e.message}", err=True)
+            sys.exit(1)
+        active = {"setting": setting}
+        try:
+            active["active"] = isolation.choose_mode(setting, r)
+        except ValueError as e:
+            active["active"] = None
+            active["error"] = str(e)
     if as_json:
-        click.echo(json.dumps(r.to_dict(), indent=2))
-    else:
-        for line in r.lines():
-            click.echo(line)
+        click.echo(json.dumps({**r.to_dict(), **active}, indent=2))
+        return
+    for line in r.lines():
+        click.echo(line)
+    if active:
+        what = active["active"] or f"none: the daemon refuses to start ({active['error']})"
+        click.echo(f"config: isolation = {active['setting']!r} -> jobs run in: {what}")
 
 
 def _set_state(action: str, name: str, reason: str | None) -> None:

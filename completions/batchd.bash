@@ -126,7 +126,7 @@ _batchd() {
                 return
             fi
             case "${COMP_WORDS[2]}" in
-                check) _batchd_simple "--json --probe --help" "" ;;
+                check) _batchd_simple "--json --probe --config --help" "" ;;
                 down) _batchd_simple "--reason --help" "" ;;
                 drain) _batchd_simple "--reason --help" "" ;;
                 inventory) _batchd_simple "--json --config --help" "" ;;

@@ -118,3 +118,20 @@ def test_check_text_and_json():
 def test_ranges():
     assert cmd_node._ranges([5, 0, 1, 2, 7, 8]) == "0-2,5,7-8"
     assert cmd_node._ranges([]) == "-"
+
+
+def test_check_with_config_says_which_mode_jobs_get(tmp_path, monkeypatch):
+    from batchd import isolation as iso
+
+    monkeypatch.setattr(iso, "detect", lambda probe=False: iso.IsolationReport(
+        mode="plain", reasons=["systemd is not PID 1 (/run/systemd/system missing): no transient units"]))
+    for setting, want in (("auto", "jobs run in: plain"), ("plain", "jobs run in: plain"),
+                          ("systemd", "jobs run in: none: the daemon refuses to start")):
+        p = tmp_path / f"{setting}.toml"
+        p.write_text(f'isolation = "{setting}"\n[[node]]\nname = "a"\ncpus = 2\nmemory_mb = 100\n')
+        r = CliRunner().invoke(cmd_node.command, ["check", "--config", str(p)])
+        assert r.exit_code == 0
+        assert r.output.splitlines()[-1].startswith(f"config: isolation = '{setting}' -> {want}")
+    r = CliRunner().invoke(cmd_node.command, ["check", "--json", "--config", str(tmp_path / "systemd.toml")])
+    data = json.loads(r.output)
+    assert (data["setting"], data["active"]) == ("systemd", None) and "systemd is not PID 1" in data["error"]

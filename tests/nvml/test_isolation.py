@@ -102,3 +102,52 @@ def test_this_machine_does_not_raise():
     r = isolation.detect()
     assert r.mode in ("systemd", "plain") and r.reasons
     assert isinstance(r.to_dict(), dict)
+
+
+# ------------------------------------------------------------ the job's unit
+
+
+@pytest.mark.parametrize("alloc,inventory,want", [
+    ({"gpus": []}, None, []),
+    ({"gpus": [0, 3]}, None, ["/dev/nvidia0", "/dev/nvidia3", *isolation.NVIDIA_CONTROL_DEVICES]),
+    ({"gpus": ["1"]}, [{"index": 1, "minor": 5}], ["/dev/nvidia5", *isolation.NVIDIA_CONTROL_DEVICES]),
+    ({"gpus": ["2:MIG-aaaa", "2:MIG-bbbb"]}, None,
+     ["/dev/nvidia2", *isolation.NVIDIA_CONTROL_DEVICES, "char-nvidia-caps"]),
+    ({"gpus": [], "shard_gpus": [1]}, None, ["/dev/nvidia1", *isolation.NVIDIA_CONTROL_DEVICES]),
+], ids=["cpu-only", "whole", "minor-from-inventory", "mig", "shards"])
+def test_job_devices(alloc, inventory, want):
+    assert isolation.job_devices(alloc, inventory) == want
+
+
+@pytest.mark.parametrize("ids,want", [([3], "3"), ([0, 1, 2, 3], "0-3"), ([7, 0, 1, 5, 6, 9], "0-1,5-7,9")])
+def test_cpu_ranges(ids, want):
+    from batchd.hostlist import ranges
+
+    assert ranges(ids) == want
+
+
+def test_oom_kills_read_from_memory_events(tmp_path):
+    d = tmp_path / "job"
+    d.mkdir()
+    assert isolation.oom_kills(str(d)) is None
+    (d / "memory.events").write_text("low 0\nhigh 0\nmax 12\noom 2\noom_kill 1\noom_group_kill 0\n")
+    assert isolation.oom_kills(str(d)) == 1
+    assert isolation.oom_kills(None) is None
+
+
+def test_own_cgroup_dir(tmp_path):
+    root = _tree(tmp_path, own="/batchd.slice/batchd-job-7.service")
+    assert isolation.own_cgroup_dir(root) == os.path.join(root, "sys/fs/cgroup/batchd.slice/batchd-job-7.service")
+
+
+def test_choose_mode(tmp_path):
+    ok = isolation.detect(_tree(tmp_path / "a"), euid=0, which=_which_found)
+    no = isolation.detect(_tree(tmp_path / "b", systemd=False), euid=0, which=_which_found)
+    assert isolation.choose_mode("auto", ok) == "systemd"
+    assert isolation.choose_mode("auto", no) == "plain"
+    assert isolation.choose_mode("plain", ok) == "plain"
+    assert isolation.choose_mode("systemd", ok) == "systemd"
+    with pytest.raises(ValueError, match="systemd is not PID 1"):
+        isolation.choose_mode("systemd", no)
+    with pytest.raises(ValueError, match='must be "auto"'):
+        isolation.choose_mode("cgroups", ok)

@@ -1,0 +1,96 @@
+"""The node agent's isolation: the mode it picks from the config and what it puts into
+each LaunchRequest (mode, CPU ids from the allocation, device nodes in systemd mode)."""
+
+import time
+
+import pytest
+
+from batchd import isolation, launcher
+from batchd.agent import Agent
+from batchd.config import parse_config
+from batchd.errors import ConfigError
+from batchd.model import Job, Node
+from batchd.store import Store
+from batchd.store.migrate import upgrade
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    upgrade(s.engine)
+    yield s
+    s.close()
+
+
+def _cfg(tmp_path, **top):
+    return parse_config({"state_dir": str(tmp_path), **top,
+                         "node": [{"name": "n1", "cpus": 8, "memory_mb": 1000,
+                                   "gpus": [{"index": 0, "type": "h200", "uuid": "GPU-a"},
+                                            {"index": 1, "type": "h200", "uuid": "GPU-b", "minor": 4}]}]})
+
+
+def _job(store, tmp_path):
+    store.upsert_node(Node(name="n1", state="IDLE", cpus=8, memory_mb=1000,
+                           heartbeat=time.time(), gpus=[{"index": 0, "type": "h200", "uuid": "GPU-a", "minor": 0},
+                                 {"index": 1, "type": "h200", "uuid": "GPU-b", "minor": 4}]))
+    spec = {"script": "#!/bin/sh\ntrue\n", "workdir": str(tmp_path), "environment": {"PATH": "/usr/bin:/bin"},
+            "output": str(tmp_path / "out.txt")}
+    store.insert_jobs([Job(id=9, name="j", user="root", uid=0, gid=0, account="default", partition="batch",
+                           qos="normal", state="RUNNING", submit_time=time.time(), spec=spec,
+                           request={"tasks": 1, "per_task": {"cpu": 2}}, start_time=time.time(),
+                           allocation={"n1": {"tasks": 1, "gpus": [1], "cpus": 2, "cpu_ids": [4, 5],
+                                              "memory_mb": 300}},
+                           node_list="n1", tres_alloc="cpu=2,mem=300M,node=1,gres/gpu=1")])
+
+
+def _captured(monkeypatch):
+    seen = []
+
+    def fake_launch(req, spool):
+        seen.append(req)
+        return launcher.LaunchInfo(0, 0.0, spool)
+
+    monkeypatch.setattr(launcher, "launch", fake_launch)
+    return seen
+
+
+def _report(mode):
+    return isolation.IsolationReport(mode=mode, reasons=["systemd is not PID 1"] if mode == "plain" else [])
+
+
+def test_systemd_mode_request_carries_cpus_and_devices(tmp_path, store, monkeypatch):
+    monkeypatch.setattr(isolation, "detect", lambda probe=False: _report("systemd"))
+    ag = Agent(_cfg(tmp_path), store, ["n1"])
+    assert ag.isolation == "systemd"
+    _job(store, tmp_path)
+    seen = _captured(monkeypatch)
+    ag.step()
+    [req] = seen
+    assert (req.isolation, req.cpu_ids, req.mem_limit_mb) == ("systemd", [4, 5], 300)
+    assert req.devices == ["/dev/nvidia4", *isolation.NVIDIA_CONTROL_DEVICES]  # minor 4 from the inventory
+
+
+def test_plain_mode_request_pins_cpus_only(tmp_path, store, monkeypatch):
+    monkeypatch.setattr(isolation, "detect", lambda probe=False: _report("plain"))
+    ag = Agent(_cfg(tmp_path), store, ["n1"])
+    _job(store, tmp_path)
+    seen = _captured(monkeypatch)
+    ag.step()
+    [req] = seen
+    assert (req.isolation, req.cpu_ids, req.devices) == ("plain", [4, 5], None)
+
+
+def test_config_forces_plain_even_where_systemd_works(tmp_path, store, monkeypatch):
+    monkeypatch.setattr(isolation, "detect", lambda probe=False: _report("systemd"))
+    assert Agent(_cfg(tmp_path, isolation="plain"), store, ["n1"]).isolation == "plain"
+
+
+def test_systemd_asked_for_but_unavailable_refuses_to_start(tmp_path, store, monkeypatch):
+    monkeypatch.setattr(isolation, "detect", lambda probe=False: _report("plain"))
+    with pytest.raises(ConfigError, match="systemd is not PID 1"):
+        Agent(_cfg(tmp_path, isolation="systemd"), store, ["n1"])
+
+
+def test_bad_isolation_setting_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match='isolation: must be "auto", "systemd" or "plain"'):
+        _cfg(tmp_path, isolation="cgroup")
