@@ -160,6 +160,14 @@ class Agent:
         return out
 
     # ------------------------------------------------------------------ launch
+    def _mps_env(self, node: str, alloc_node: dict[str, Any]) -> dict[str, str]:
+        """MPS limits for a shard job: its share of the card its shards are on."""
+        inv = next((n.gpus for n in self.store.list_nodes() if n.name == node), [])
+        card = alloc_node.get("shard_gpu")
+        mem = next((g.get("memory_mb") for g in inv if isinstance(g, dict) and g.get("index") == card), None)
+        return jobenv.mps_environment(int(alloc_node["shards"]), self.cfg.shard_per_gpu,
+                                      int(mem) if mem else None)
+
     def _devices(self, node: str, alloc_node: dict[str, Any]) -> list[str]:
         """The device nodes the job's unit may open (DevicePolicy=closed + these)."""
         from batchd import isolation
@@ -173,6 +181,8 @@ class Agent:
         spec = j.spec
         view = self._job_dict(j)
         env = jobenv.full_environment(spec, view, alloc, node, self.cfg.cluster_name)
+        if self.cfg.mps and alloc[node].get("shards"):
+            env.update(self._mps_env(node, alloc[node]))
         workdir = spec.get("workdir") or "/"
         out = _path(jobenv.expand_pattern(spec.get("output") or jobenv.default_output(view), view, node), workdir)
         err_pat = spec.get("error")

@@ -13,6 +13,8 @@ Layout (every key optional unless marked):
     admin_group = "batchd-admin"
     gpu_env = "index"                       # CUDA_VISIBLE_DEVICES as "index" or "uuid"
     shard_per_gpu = 0                       # gres/shard per whole GPU (0 = no shards)
+    mps = false                             # the GPUs run the MPS control daemon: shard jobs get
+                                            # their share of SMs and memory as MPS limits
     isolation = "auto"                      # "auto" | "systemd" | "plain": jobs in transient
                                             # systemd units, or the plain supervisor (see
                                             # batchd.isolation; "systemd" refuses to start
@@ -89,6 +91,7 @@ class Config:
     gpu_env: str = "index"
     shard_per_gpu: int = 0
     isolation: str = "auto"
+    mps: bool = False
     nodes: list[NodeConfig] = field(default_factory=list)
     partitions: list[PartitionConfig] = field(default_factory=list)
     qos: list[QosConfig] = field(default_factory=list)
@@ -215,7 +218,8 @@ def _gpus(path: str, key: str, v: Any) -> list[dict[str, Any]] | str:
 
 def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
     known = {"cluster_name", "state_dir", "database_url", "socket", "admin_group", "gpu_env",
-             "shard_per_gpu", "accounts", "database_password_file", "isolation", "scheduler", "priority", "accounting", "gpu_aliases", "partition",
+             "shard_per_gpu", "accounts", "database_password_file", "isolation", "mps",
+             "scheduler", "priority", "accounting", "gpu_aliases", "partition",
              "node", "qos"}
     for k in data:
         if k not in known:
@@ -246,6 +250,10 @@ def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
         if data["isolation"] not in ("auto", "systemd", "plain"):
             raise _fail(path, "isolation", f'must be "auto", "systemd" or "plain", got {data["isolation"]!r}')
         cfg.isolation = data["isolation"]
+    if "mps" in data:
+        if not isinstance(data["mps"], bool):
+            raise _fail(path, "mps", f"must be true or false, got {data['mps']!r}")
+        cfg.mps = data["mps"]
     if "shard_per_gpu" in data:
         cfg.shard_per_gpu = _int(path, "shard_per_gpu", data["shard_per_gpu"])
     for sect in ("scheduler", "priority", "gpu_aliases", "accounting"):

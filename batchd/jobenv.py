@@ -199,6 +199,22 @@ def job_environment(spec: dict, job: dict, alloc: dict, node: str, cluster_name:
     return env
 
 
+def mps_environment(shards: int, shard_per_gpu: int, card_memory_mb: int | None) -> dict[str, str]:
+    """MPS limits for a gres/shard job on a node whose GPUs run the MPS control daemon
+    (`mps = true`): its share of the card's SMs (`CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`,
+    shards x 100 / shards per GPU, as Slurm's gres/mps sets it) and of its memory
+    (`CUDA_MPS_PINNED_DEVICE_MEM_LIMIT` for device 0, the one card the job sees), when
+    the card's memory is known. Set in the job's environment: guard rails a job could
+    unset before it initialises CUDA, not enforcement (see docs/gpu-nodes.md)."""
+    if shards <= 0 or shard_per_gpu <= 0:
+        return {}
+    share = min(1.0, shards / shard_per_gpu)
+    env = {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": str(max(1, int(100 * share)))}
+    if card_memory_mb:
+        env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={max(1, int(card_memory_mb * share))}M"
+    return env
+
+
 def full_environment(spec: dict, job: dict, alloc: dict, node: str, cluster_name: str) -> dict[str, str]:
     """`spec["environment"]` with `job_environment(...)` on top: what the batch shell
     gets (the launcher still adds SLURM_TASK_PID)."""

@@ -105,7 +105,8 @@ class Inventory:
         placement extras the scheduler may use:
 
         - `"numa"`: NUMA node (int or None); `"cpus"`: ideal CPU ids; `"minor"`: the
-          device's minor number (`/dev/nvidia<minor>`) when NVML gives it;
+          device's minor number (`/dev/nvidia<minor>`) when NVML gives it; `"memory_mb"`
+          of a GPU not in MIG mode;
         - `"links"`: `{"nvlink": [n per GPU index, -1 self], "nvlink_p2p": [bool per index],
           "pcie": [level per index, 0 self]}` (rows of the inventory's matrices);
         - per MIG device: `"slices"`, `"parent_slices"`, `"memory_mb"`; on a GPU in MIG
@@ -132,6 +133,8 @@ class Inventory:
             }
             if g.mig:
                 d["slices"] = g.mig[0].parent_slices
+            if not g.mig_mode:
+                d["memory_mb"] = g.memory_mb  # for MPS's per-job memory limit on shards
             if g.minor is not None:
                 d["minor"] = g.minor  # /dev/nvidia<minor>, for the job unit's DeviceAllow
             out.append(d)

@@ -114,7 +114,8 @@ def test_this_machine_does_not_raise():
     ({"gpus": ["2:MIG-aaaa", "2:MIG-bbbb"]}, None,
      ["/dev/nvidia2", *isolation.NVIDIA_CONTROL_DEVICES, "char-nvidia-caps"]),
     ({"gpus": [], "shard_gpus": [1]}, None, ["/dev/nvidia1", *isolation.NVIDIA_CONTROL_DEVICES]),
-], ids=["cpu-only", "whole", "minor-from-inventory", "mig", "shards"])
+    ({"gpus": [], "shards": 2, "shard_gpu": 3}, None, ["/dev/nvidia3", *isolation.NVIDIA_CONTROL_DEVICES]),
+], ids=["cpu-only", "whole", "minor-from-inventory", "mig", "shards", "shard-gpu"])
 def test_job_devices(alloc, inventory, want):
     assert isolation.job_devices(alloc, inventory) == want
 

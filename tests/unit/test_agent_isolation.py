@@ -94,3 +94,43 @@ def test_systemd_asked_for_but_unavailable_refuses_to_start(tmp_path, store, mon
 def test_bad_isolation_setting_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match='isolation: must be "auto", "systemd" or "plain"'):
         _cfg(tmp_path, isolation="cgroup")
+
+
+@pytest.mark.parametrize("shards,per,mem,want", [
+    (1, 4, 143771, {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "25", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=35942M"}),
+    (3, 8, None, {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "37"}),
+    (1, 200, 1000, {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "1", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=5M"}),
+    (2, 0, 1000, {}),
+], ids=["quarter", "no-memory-known", "tiny-share", "no-shards-configured"])
+def test_mps_environment(shards, per, mem, want):
+    from batchd.jobenv import mps_environment
+
+    assert mps_environment(shards, per, mem) == want
+
+
+def test_shard_job_gets_mps_limits_when_the_node_runs_mps(tmp_path, store, monkeypatch):
+    monkeypatch.setattr(isolation, "detect", lambda probe=False: _report("plain"))
+    store.upsert_node(Node(name="n1", state="IDLE", cpus=8, memory_mb=1000, heartbeat=time.time(),
+                           gpus=[{"index": 0, "type": "h200", "uuid": "GPU-a", "memory_mb": 80000}]))
+    spec = {"script": "#!/bin/sh\ntrue\n", "workdir": str(tmp_path), "environment": {"PATH": "/usr/bin:/bin"},
+            "output": str(tmp_path / "out.txt")}
+    store.insert_jobs([Job(id=11, name="s", user="root", uid=0, gid=0, account="default", partition="batch",
+                           qos="normal", state="RUNNING", submit_time=time.time(), spec=spec,
+                           request={"tasks": 1, "per_task": {"cpu": 1}}, start_time=time.time(),
+                           allocation={"n1": {"tasks": 1, "gpus": [], "cpus": 1, "memory_mb": 100, "shards": 2,
+                                              "shard_gpu": 0}},
+                           node_list="n1", tres_alloc="cpu=1,mem=100M,node=1,gres/shard=2")])
+    for mps, want in ((True, {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=40000M"}),
+                      (False, {})):
+        ag = Agent(_cfg(tmp_path, shard_per_gpu=4, mps=mps), store, ["n1"])
+        seen = _captured(monkeypatch)
+        ag.step()
+        [req] = seen
+        got = {k: v for k, v in req.env.items() if k.startswith("CUDA_MPS")}
+        assert got == want
+        assert req.env["CUDA_VISIBLE_DEVICES"] == "0"
+
+
+def test_mps_setting_must_be_a_boolean(tmp_path):
+    with pytest.raises(ConfigError, match="mps: must be true or false"):
+        _cfg(tmp_path, mps="yes")
