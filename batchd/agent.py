@@ -197,7 +197,8 @@ class Agent:
         sig = spec.get("signal")
         if sig and not sig.get("batch_only"):
             # Slurm: --signal without `B:` goes to the job's steps (srun), never to the batch
-            # step, whose processes are the script and what it starts directly
+            # step, whose processes are the script and what it starts directly (the steps'
+            # supervisors time it: batchd.steps.step_signal)
             sig = None
         req = launcher.LaunchRequest(
             job_id=j.id, run=j.restarts, user=j.user, uid=uid, gid=gid, groups=None, home=home,

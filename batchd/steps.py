@@ -95,6 +95,25 @@ def cancel(service: Any, caller: Any, body: dict[str, Any]) -> dict[str, Any]:
     return {"cancelled": n}
 
 
+#: How far past the job's own time limit a step's supervisor sets its limit: the job's end
+#: kills the step first; the step's limit exists only to time `--signal`'s signal.
+STEP_LIMIT_PAD_S = 600
+
+
+def step_signal(spec: dict[str, Any], time_limit_s: int | None, start_time: float | None,
+                now: float) -> tuple[int | None, tuple[int, int] | None]:
+    """(time limit, signal) for a step task's supervisor so that `--signal=SIG@T` without
+    `B:` reaches the step T seconds before the job's time limit, as Slurm sends it to every
+    step (and not to the batch shell). The step's own limit is the job's remaining time
+    plus STEP_LIMIT_PAD_S, never reached first. (None, None) when there is no such signal
+    or no time limit."""
+    sig = spec.get("signal")
+    if not sig or sig.get("batch_only") or time_limit_s in (None, -1) or not start_time:
+        return None, None
+    remaining = max(0, int(start_time + int(time_limit_s) - now))
+    return remaining + STEP_LIMIT_PAD_S, (int(sig["signal"]), int(sig.get("time_s", 60)) + STEP_LIMIT_PAD_S)
+
+
 class StepRunner:
     """The agent side: launch, watch and end the step tasks of this agent's nodes."""
 
@@ -166,10 +185,11 @@ class StepRunner:
         })
         out = step_output_path(t.cwd, t.job_id, t.step_id, t.procid)
         uid, gid = (job.uid, job.gid) if os.getuid() == 0 else (os.getuid(), os.getgid())
+        limit, sig = step_signal(job.spec or {}, job.time_limit_s, job.start_time, time.time())
         req = launcher.LaunchRequest(
             job_id=t.job_id, run=self._code(t), user=job.user, uid=uid, gid=gid, groups=None,
             home=env.get("HOME", "/"), workdir=t.cwd, script=STEP_SCRIPT, argv=list(t.argv), env=env,
-            stdout=out, stderr=out, time_limit_s=None, kill_wait_s=2)
+            stdout=out, stderr=out, time_limit_s=limit, kill_wait_s=2, signal=sig)
         try:
             launcher.launch(req, self.spool)
             log.info("step task launched job_id=%s step=%s procid=%s node=%s", t.job_id, t.step_id, t.procid, t.node)

@@ -120,6 +120,20 @@ def test_srun_starts_tasks_on_every_node_of_the_job(cluster):
     assert j["state"] == "COMPLETED"
 
 
+def test_signal_without_b_reaches_the_steps_not_the_batch_shell(cluster):
+    """--signal=USR1@55 with a 1-minute limit: ~5 s after the start the srun step gets USR1
+    (it traps it and ends), the batch shell does not (bash would die of an untrapped USR1)."""
+    script = ("#!/bin/bash\n"
+              "srun bash -c 'trap \"echo step got USR1; exit 0\" USR1; sleep 40 & wait'\n"
+              "echo batch still here rc=$?\n")
+    jid = cluster.submit("-t", "1", "--signal=USR1@55", input=script)
+    j = cluster.wait(jid, ("COMPLETED", "FAILED", "TIMEOUT"), timeout=50)
+    out = (cluster.root / f"slurm-{jid}.out").read_text()
+    assert "step got USR1" in out and "batch still here rc=0" in out, out
+    assert j["state"] == "COMPLETED"
+    assert j["end_time"] - j["start_time"] < 30  # the signal came at ~5 s, not at the limit
+
+
 def test_nodelist_and_exclude_pick_the_nodes(cluster):
     on2 = cluster.submit("-w", "node2", "--wrap", "true")
     not1 = cluster.submit("-x", "node1", "--gres=gpu:1", "--wrap", "true")
