@@ -142,7 +142,9 @@ restarts, workdir, comment, reason, priority, alloc_cpus, req_mem, billing: int
 state may read "CANCELLED by <uid>" (or give the uid in the optional cancelled_by: int | None);
 req_mem is MiB (printed as 1G / 1500M). Step rows may repeat the job's fields: sacct blanks
 User, Partition, QOS, Timelimit, ReqMem, ReqTRES, WorkDir, Reason on them as Slurm does.
-Optional: gid, req_cpus, submit_line, flags, cluster.
+Optional: gid, req_cpus, submit_line, flags, cluster; total_cpu_s: float (user + system CPU of
+the run, on its job and batch rows: sacct TotalCPU); max_rss_kb: int (peak resident memory of the
+run, on its batch row: sacct MaxRSS/AveRSS).
 
 NODE_VIEW (sinfo, scontrol show node)
 -------------------------------------

@@ -249,7 +249,7 @@ def _run_rows(j: Job, u: UsageRec, state: str, reason: str) -> list[dict[str, An
                                                                           alphabetical=True),
                 node_list=u.node_list, nnodes=nnodes, ncpus=int(u.tres.get("cpu", 0)),
                 alloc_cpus=int(u.tres.get("cpu", 0)), req_mem=j.request.get("per_task", {}).get("mem", 0),
-                billing=int(u.billing), reason=reason)
+                billing=int(u.billing), reason=reason, total_cpu_s=u.cpu_time_s)
     # the batch step: what the script itself ended with, as slurmd records it
     if u.state in ("TIMEOUT", "PREEMPTED", "REQUEUED") or u.state.startswith("CANCELLED"):
         step_state, step_exit = "CANCELLED", f"0:{15 if u.exit_signal == 0 else u.exit_signal}"
@@ -261,7 +261,8 @@ def _run_rows(j: Job, u: UsageRec, state: str, reason: str) -> list[dict[str, An
                  state=step_state, exit_code=step_exit, alloc_tres=format_tres(alloc_nobill, None,
                                                                                 alphabetical=True),
                  req_tres="", step="batch", nnodes=1, node_list=u.node_list.split(",")[0], billing=0,
-                 qos="", partition="", submit=u.start_time, eligible=u.start_time)
+                 qos="", partition="", submit=u.start_time, eligible=u.start_time,
+                 max_rss_kb=None if u.max_rss_mb is None else int(round(u.max_rss_mb * 1024)))
     return [main, batch]
 
 

@@ -128,8 +128,9 @@ USAGE = """Usage: sacct [options]
   -u, --user:         Use this comma separated list of users to select jobs.
   -X, --allocations:  Only show statistics relevant to the job allocation
                       itself, not taking steps into consideration.
-      --noconvert:    Don't convert units (accepted; batchd prints Slurm's units).
-      --units:        [KMGTP] units to display (accepted; batchd prints Slurm's units).
+      --noconvert:    Don't convert units from their original type
+                      (e.g. 2048M won't be converted to 2G).
+      --units:        Display values in specified unit type. [KMGTP]
   -v, --verbose:      Primarily for debugging purposes (accepted).
   -V, --version:      Print version.
       --help:         Print this description of use.
@@ -186,8 +187,37 @@ def _time(row: dict, key: str) -> str:
     return "Unknown"
 
 
-def field_value(row: dict, name: str) -> str:
-    """The text of field `name` (canonical) for one ACCT_ROW."""
+UNIT_TYPES = "KMGTP"
+
+
+def fmt_size(value: float, base: str, units: str | None = None, noconvert: bool = False) -> str:
+    """A size given in unit `base` ("K" or "M") the way sacct prints it: converted to
+    `units` when given (two decimals unless whole: "3.91G"), else as it is with
+    `noconvert`, else moved up a unit while it divides exactly by 1024 (2048M -> "2G",
+    2140K stays "2140K")."""
+    i = UNIT_TYPES.index(base)
+    if units:
+        v = value * 1024.0 ** (i - UNIT_TYPES.index(units))
+        return f"{int(v)}{units}" if v == int(v) else f"{v:.2f}{units}"
+    v = int(value)
+    if not noconvert:
+        while v and v % 1024 == 0 and i < len(UNIT_TYPES) - 1:
+            v //= 1024
+            i += 1
+    return f"{v}{UNIT_TYPES[i]}"
+
+
+def fmt_cpu_time(seconds: float) -> str:
+    """TotalCPU: `MM:SS.mmm` under an hour, else `HH:MM:SS` or `D-HH:MM:SS` (sacct's form)."""
+    if seconds < 3600:
+        minutes, s = divmod(max(0.0, seconds), 60)
+        return f"{int(minutes):02d}:{int(s):02d}.{int(round((s - int(s)) * 1000)) % 1000:03d}"
+    return fmt.fmt_hms(seconds)
+
+
+def field_value(row: dict, name: str, units: str | None = None, noconvert: bool = False) -> str:
+    """The text of field `name` (canonical) for one ACCT_ROW; `units`/`noconvert` are
+    sacct's --units and --noconvert (sizes: ReqMem, MaxRSS, AveRSS)."""
     g = row.get
     is_step = "." in str(g("job_id") or "")
     if is_step and name in STEP_BLANK:
@@ -227,7 +257,20 @@ def field_value(row: dict, name: str) -> str:
     if name == "ReqCPUS":
         return str(g("req_cpus") if g("req_cpus") is not None else (g("ncpus") or ""))
     if name == "ReqMem":
-        return fmt.fmt_mem(g("req_mem"))
+        mem = g("req_mem")
+        if (units or noconvert) and isinstance(mem, int | float) and mem:
+            return fmt_size(mem, "M", units, noconvert)
+        return fmt.fmt_mem(mem)
+    if name in ("MaxRSS", "AveRSS"):
+        kb = g("max_rss_kb")
+        return "" if kb is None else fmt_size(kb, "K", units, noconvert)
+    if name == "MaxRSSNode":
+        return "" if g("max_rss_kb") is None else (g("node_list") or "")
+    if name == "MaxRSSTask":
+        return "" if g("max_rss_kb") is None else "0"
+    if name == "TotalCPU":
+        v = g("total_cpu_s")
+        return "" if v is None else fmt_cpu_time(float(v))
     if name == "AllocTRES":
         return g("alloc_tres") or ""
     if name == "ReqTRES":
@@ -260,7 +303,8 @@ def field_value(row: dict, name: str) -> str:
 
 
 def render_table(rows: list[dict], fields: list[tuple[str, int]], header: bool = True,
-                 parsable: str | None = None, delimiter: str = "|") -> list[str]:
+                 parsable: str | None = None, delimiter: str = "|", units: str | None = None,
+                 noconvert: bool = False) -> list[str]:
     """Lines of sacct output. `parsable`: None (columns), "p" (trailing delimiter), "P"."""
     lines = []
     if parsable:
@@ -268,7 +312,7 @@ def render_table(rows: list[dict], fields: list[tuple[str, int]], header: bool =
         if header:
             lines.append(delimiter.join(n for n, _ in fields) + end)
         for r in rows:
-            lines.append(delimiter.join(field_value(r, n) for n, _ in fields) + end)
+            lines.append(delimiter.join(field_value(r, n, units, noconvert) for n, _ in fields) + end)
         return lines
 
     def line(values: list[str]) -> str:
@@ -281,7 +325,7 @@ def render_table(rows: list[dict], fields: list[tuple[str, int]], header: bool =
         lines.append(line([n for n, _ in fields]))
         lines.append(" ".join("-" * abs(w) for _, w in fields) + " ")
     for r in rows:
-        lines.append(line([field_value(r, n) for n, _ in fields]))
+        lines.append(line([field_value(r, n, units, noconvert) for n, _ in fields]))
     return lines
 
 
@@ -417,7 +461,8 @@ def render(rows: list[dict], opts: dict) -> str:
         (LONG_FIELDS if opts.get("long") else None) or os.environ.get("SACCT_FORMAT") or DEFAULT_FIELDS
     fields = parse_fields(spec)
     parsable = "P" if opts.get("parsable2") else ("p" if opts.get("parsable") else None)
-    lines = render_table(rows, fields, not opts.get("noheader"), parsable, opts.get("delimiter") or "|")
+    lines = render_table(rows, fields, not opts.get("noheader"), parsable, opts.get("delimiter") or "|",
+                         units=opts.get("units"), noconvert=bool(opts.get("noconvert")))
     return "".join(x + "\n" for x in lines)
 
 
@@ -434,6 +479,12 @@ def main(argv: list[str] | None = None) -> int:
             raise OptionError(f"{PROG}: error: Unknown arguments: {' '.join(rest)}", 1)
         if opts.get("format"):
             parse_fields(opts["format"])
+        if opts.get("units") is not None:
+            u = str(opts["units"])[:1].upper()
+            if not u or u not in UNIT_TYPES:
+                raise OptionError(f"{PROG}: error: Invalid unit type '{str(opts['units'])[:1]}'. "
+                                  f"Possible options are {UNIT_TYPES}", 1)
+            opts["units"] = u
         q = build_query(opts)
     except OptionError as e:
         sys.stderr.write(e.message + "\n")

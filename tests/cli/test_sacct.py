@@ -199,3 +199,43 @@ def test_pending_array_tasks_fold(daemon, capsys):
     daemon.records = [row("3_0", "arr", "RUNNING", start="2026-11-30T14:39:24")] + \
         [row(f"3_{k}", "arr", "PENDING", alloc="") for k in (1, 2, 3, 5)] + [row("4", "x", "PENDING", alloc="")]
     assert run(daemon, ["-P", "-n", "-o", "JobID,State"], capsys)[1] == "3_0|RUNNING\n3_[1-3,5]|PENDING\n4|PENDING\n"
+
+
+@pytest.mark.parametrize("value,base,units,noconvert,want", [
+    (2140, "K", None, False, "2140K"),
+    (2048, "K", None, False, "2M"),           # exact: up one unit (as 2048M -> 2G)
+    (3 * 1024 * 1024, "K", None, False, "3G"),
+    (2048, "K", None, True, "2048K"),
+    (10432156, "K", "G", False, "9.95G"),
+    (2048, "M", "G", False, "2G"),
+    (1500, "M", "K", False, "1536000K"),
+    (4000, "M", "G", False, "3.91G"),
+], ids=["kib", "exact-m", "exact-g", "noconvert", "units-g", "units-whole", "units-down", "reqmem-g"])
+def test_fmt_size(value, base, units, noconvert, want):
+    assert sacct.fmt_size(value, base, units, noconvert) == want
+
+
+@pytest.mark.parametrize("secs,want", [(0.0, "00:00.000"), (1.2345, "00:01.234"), (125.5, "02:05.500"),
+                                       (3725.0, "01:02:05"), (90061.0, "1-01:01:01")])
+def test_fmt_cpu_time(secs, want):
+    assert sacct.fmt_cpu_time(secs) == want
+
+
+def test_maxrss_totalcpu_and_units(daemon, capsys):
+    daemon.records = [row("5", "wrap", "COMPLETED", total_cpu_s=1.5),
+                      row("5.batch", "batch", "COMPLETED", total_cpu_s=1.5, max_rss_kb=10432156)]
+    fmt = "--format=JobID,ReqMem,MaxRSS,AveRSS,MaxRSSNode,TotalCPU"
+    rc, out, err = run(daemon, ["-P", "-j", "5", fmt], capsys)
+    assert (rc, err) == (0, "")
+    assert out.splitlines() == ["JobID|ReqMem|MaxRSS|AveRSS|MaxRSSNode|TotalCPU",
+                                "5|1G||||00:01.500", "5.batch||10432156K|10432156K|vm|00:01.500"]
+    rc, out, _ = run(daemon, ["-P", "-j", "5", fmt, "--units=g"], capsys)
+    assert out.splitlines()[1:] == ["5|1G||||00:01.500", "5.batch||9.95G|9.95G|vm|00:01.500"]
+    rc, out, _ = run(daemon, ["-P", "-j", "5", fmt, "--noconvert"], capsys)
+    assert out.splitlines()[1] == "5|1024M||||00:01.500"
+
+
+def test_bad_units(daemon, capsys):
+    rc, out, err = run(daemon, ["--units=X"], capsys)
+    assert (rc, out) == (1, "")
+    assert err == "sacct: error: Invalid unit type 'X'. Possible options are KMGTP\n"

@@ -134,6 +134,21 @@ def test_signal_without_b_reaches_the_steps_not_the_batch_shell(cluster):
     assert j["end_time"] - j["start_time"] < 30  # the signal came at ~5 s, not at the limit
 
 
+def test_sacct_shows_maxrss_and_totalcpu_of_the_batch_step(cluster):
+    code = "x = bytearray(80 * 1024 * 1024)\nsum(range(3_000_000))\n"
+    jid = cluster.submit("--mem=1G", "--wrap", f"python3 -c '{code}'")
+    cluster.wait(jid, ("COMPLETED",))
+    out = cluster.run("sacct", "-P", "-j", str(jid), "--format=JobID,MaxRSS,TotalCPU").stdout.splitlines()
+    assert out[0] == "JobID|MaxRSS|TotalCPU"
+    job, batch = out[1].split("|"), out[2].split("|")
+    assert job[0] == str(jid) and job[1] == "" and batch[0] == f"{jid}.batch"
+    assert batch[1].endswith("K") and int(batch[1][:-1]) >= 80 * 1024, out  # the 80 MiB buffer
+    mm, ss = batch[2].split(":")
+    assert batch[2] == job[2] and int(mm) * 60 + float(ss) > 0.0, out
+    units = cluster.run("sacct", "-P", "-n", "-j", str(jid), "--format=MaxRSS", "--units=M").stdout.split()
+    assert units[-1].endswith("M") and float(units[-1][:-1]) >= 80
+
+
 def test_nodelist_and_exclude_pick_the_nodes(cluster):
     on2 = cluster.submit("-w", "node2", "--wrap", "true")
     not1 = cluster.submit("-x", "node1", "--gres=gpu:1", "--wrap", "true")
