@@ -25,7 +25,7 @@ from typing import Any
 from .backfill import Backfill
 from .job import GPU, TYPED, JobRT
 from .ordering import PendingPicker
-from .placement import NodeRT, Take, choose, eligible_nodes, per_task_vector, take
+from .placement import NodeRT, Take, choose, eligible_nodes, give_back, per_task_vector, take
 from .state import Session
 
 OK, LIMIT, CAPACITY = "ok", "limit", "capacity"
@@ -116,6 +116,10 @@ def try_place(s: Session, j: JobRT, allow_rel: bool, bf: Backfill | None = None
         if s.lending_blocked(j, full):
             continue
         takes = [take(node, k, needs, j.cpu, j.mem, j.shard, allow_rel, j.exclusive) for node, k in plan]
+        if j.shard and any(tk.short for tk in takes):  # its GPUs took the one card its shards fit
+            for tk in reversed(takes):
+                give_back(tk)
+            continue
         usage = {node: {kk: v * k for kk, v in vec.items()} for node, k in plan}
         return OK, takes, usage
     return outcome
@@ -193,7 +197,7 @@ def never_fits(s: Session, j: JobRT, cache: dict) -> str | None:
         caps = []
         for n in nodes:
             c: dict[str, float] = {"cpu": float(n.spec.cpus), "mem": float(n.spec.memory_mb),
-                                   "shard": float(n.spec.shards)}
+                                   "shard": n.shard_full}
             for sl in n.spec.slots:
                 c["gpu:" + sl.type] = c.get("gpu:" + sl.type, 0.0) + 1
             caps.append((n, c))

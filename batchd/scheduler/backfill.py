@@ -11,6 +11,9 @@ At most `backfill_max_reservations` (policy, default 20) blocked jobs are examin
 (Slurm's bf_max_job_test); the others get no planned start.
 
 Capacities are count vectors per node (`gpu:TYPE`, `cpu`, `mem`, `shard`); see placement.py.
+`shard` is the most one card can give now; the shards of a job that ends are added to it
+as a count, so a reservation may count on shards spread over several cards (optimistic: the
+start itself is placed per card).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ def _scale(vec: dict[str, float], n: int) -> dict[str, float]:
 
 
 def _full(n: NodeRT) -> dict[str, float]:
-    c: dict[str, float] = {"cpu": float(n.spec.cpus), "mem": float(n.spec.memory_mb), "shard": float(n.spec.shards)}
+    c: dict[str, float] = {"cpu": float(n.spec.cpus), "mem": float(n.spec.memory_mb), "shard": n.shard_full}
     for sl in n.spec.slots:
         c["gpu:" + sl.type] = c.get("gpu:" + sl.type, 0.0) + 1
     return c

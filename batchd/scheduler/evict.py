@@ -172,10 +172,12 @@ def _room(s: Session) -> list[float]:
 
 
 def _held(v: JobRT) -> list[float]:
+    """[GPU devices, CPUs, MiB] a victim would release; a card it shares counts as a device
+    (its other users may be victims too: an upper bound)."""
     g = c = m = 0.0
     for tk in v.takes or []:
         if tk.node.usable:
-            g += len(tk.idle_slots) + len(tk.rel_slots)
+            g += len(tk.idle_slots) + len(tk.rel_slots) + (tk.shard_card is not None and tk.shard_card >= 0)
             c += tk.cpu + tk.cpu_rel
             m += tk.mem + tk.mem_rel
     return [g, c, m]
@@ -189,6 +191,10 @@ def _back_in_place(v: JobRT) -> bool:
             if node.rel_owner.get(sl.key) is not v:
                 return False
         if node.cpu_rel + EPS < tk.cpu + tk.cpu_rel or node.mem_rel + EPS < tk.mem + tk.mem_rel:
+            return False
+        k = tk.shard_card
+        if k is not None and (k not in node.card_free  # its card was taken whole
+                              or node.card_rel.get(k, 0.0) + EPS < tk.shard + tk.shard_rel):
             return False
     return True
 
@@ -260,6 +266,7 @@ class Solver:
         """Cheap count-only test: could J fit on idle (+ releasing) + these victims' resources?"""
         caps = {n: n.caps(allow_rel) for n in self.s.nodes
                 if n.usable and (j.allowed is None or n.name in j.allowed)}
+        shared: set = set()
         for v in acc:
             for tk in v.takes or []:
                 c = caps.get(tk.node)
@@ -270,6 +277,12 @@ class Solver:
                 c["cpu"] += tk.cpu + tk.cpu_rel
                 c["mem"] += tk.mem + tk.mem_rel
                 c["shard"] += tk.shard + tk.shard_rel
+                k = tk.shard_card
+                if k is not None and k >= 0 and (tk.node, k) not in shared:
+                    # the card may come free whole once its shard users go (an upper bound)
+                    shared.add((tk.node, k))
+                    t = tk.node.slots[k].type
+                    c["gpu:" + t] = c.get("gpu:" + t, 0.0) + 1
         lst = list(caps.items())
         for needs in gpu_options(self.s, j):
             vec = per_task_vector(needs, j.cpu, j.mem, j.shard)

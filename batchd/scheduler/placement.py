@@ -13,23 +13,38 @@ emptiest). Node order (snapshot order) breaks ties. Devices on a node: idle ones
 releasing ones (those of jobs being preempted in this cycle); among idle whole GPUs the best
 connected set (`topology.best_set`: NVLink, then PCIe distance, then NUMA), else lowest
 index first.
+
+Shards on cards and CPU ids: see cards.py.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from .cards import (
+    CARDLESS,
+    EPS,
+    gpu_cpu_map,
+    hold_card,
+    shard_caps,
+    sync_card,
+    take_cpu_ids,
+    take_shards,
+)
+from .cards import insert_slot as _insert
 from .topology import best_set
 
 BIG = 1 << 30
-
-
 class NodeRT:
     """A node during one cycle. `free`/`rel` map a GPU type to idle/releasing slots (in device
-    order); `cpu`/`mem`/`shard` are idle amounts, `*_rel` amounts being released."""
+    order); `cpu`/`mem` are idle amounts, `*_rel` amounts being released. Shards per card:
+    `card_cap` (static), `card_free` (idle shards of the cards not held whole), `card_rel`
+    (shards being released) and `card_owners` (the jobs releasing them). `cpu_ids` /
+    `cpu_ids_rel`: idle / releasing CPU ids, ascending."""
 
-    __slots__ = ("name", "idx", "usable", "spec", "free", "rel", "rel_owner", "cpu", "mem", "shard",
-                 "cpu_rel", "mem_rel", "shard_rel", "rel_jobs", "slots", "whole_types")
+    __slots__ = ("name", "idx", "usable", "spec", "free", "rel", "rel_owner", "cpu", "mem",
+                 "cpu_rel", "mem_rel", "rel_jobs", "slots", "whole_types", "card_cap", "card_free",
+                 "card_rel", "card_owners", "shard_full", "cpu_ids", "cpu_ids_rel", "gpu_cpus")
 
     def __init__(self, spec: Any):
         self.name: str = spec.name
@@ -45,11 +60,31 @@ class NodeRT:
         self.whole_types = {s.type for s in spec.slots if s.whole}
         self.cpu = float(spec.cpus)
         self.mem = float(spec.memory_mb)
-        self.shard = float(spec.shards)
         self.cpu_rel = 0.0
         self.mem_rel = 0.0
-        self.shard_rel = 0.0
         self.rel_jobs: list = []
+        self.card_cap = shard_caps(spec)
+        self.card_free = dict(self.card_cap)
+        self.card_rel: dict[int, float] = {}
+        self.card_owners: dict[int, list] = {}
+        self.shard_full = max(self.card_cap.values(), default=0.0)
+        self.cpu_ids = list(range(spec.cpus))
+        self.cpu_ids_rel: list[int] = []
+        self.gpu_cpus = gpu_cpu_map(spec.raw_gpus, spec.cpus) if spec.raw_gpus else {}
+
+    def shard_room(self, allow_rel: bool) -> float:
+        """The most shards one card can give now (a job's shards on a node come from one card)."""
+        best = 0.0
+        rel = self.card_rel
+        for k, f in self.card_free.items():
+            if allow_rel and rel:
+                f += rel.get(k, 0.0)
+            if f > best:
+                best = f
+        return best
+
+    def idle_shards(self) -> float:
+        return sum(f for f in self.card_free.values() if f > 0)
 
     def avail_gpus(self, gtype: str, allow_rel: bool) -> int:
         n = len(self.free.get(gtype, ()))
@@ -67,7 +102,7 @@ class NodeRT:
                 out["gpu:" + t] = out.get("gpu:" + t, 0.0) + len(lst)
         out["cpu"] = self.cpu + (self.cpu_rel if allow_rel else 0.0)
         out["mem"] = self.mem + (self.mem_rel if allow_rel else 0.0)
-        out["shard"] = self.shard + (self.shard_rel if allow_rel else 0.0)
+        out["shard"] = self.shard_room(allow_rel) if self.card_cap else 0.0
         return out
 
 
@@ -162,10 +197,13 @@ def choose(caps: list[tuple[Any, dict[str, float]]], vec: dict[str, float], task
 
 
 class Take:
-    """What one job took on one node (for the decision and for undo)."""
+    """What one job took on one node (for the decision and for undo). `shard_card`: the card
+    its shards are on (None: no shards, or shards of a stored allocation that no card could
+    hold); `cards`: [(card, idle shards, releasing shards, owners)] of the cards it took whole
+    (their shard state, restored by `give_back`); `short`: its shards found no card."""
 
     __slots__ = ("node", "tasks", "idle_slots", "rel_slots", "cpu", "cpu_rel", "mem", "mem_rel", "shard",
-                 "shard_rel", "rel_jobs")
+                 "shard_rel", "rel_jobs", "shard_card", "cards", "cpu_ids", "cpu_ids_rel", "short")
 
     def __init__(self, node: NodeRT, tasks: int):
         self.node = node
@@ -174,6 +212,11 @@ class Take:
         self.rel_slots: list = []       # [(slot, owner job)]
         self.cpu = self.cpu_rel = self.mem = self.mem_rel = self.shard = self.shard_rel = 0.0
         self.rel_jobs: list = []        # owners whose releasing cpu/mem/shard was used
+        self.shard_card: int | None = None
+        self.cards: list = []
+        self.cpu_ids: list[int] = []
+        self.cpu_ids_rel: list[int] = []
+        self.short = False
 
     def slots(self) -> list:
         return sorted(self.idle_slots + [s for s, _ in self.rel_slots], key=lambda s: s.order)
@@ -182,8 +225,12 @@ class Take:
         out: dict[str, Any] = {"tasks": self.tasks, "gpus": [s.key for s in self.slots()],
                                "cpus": _num_out(self.cpu + self.cpu_rel),
                                "memory_mb": _num_out(self.mem + self.mem_rel)}
+        if self.cpu_ids or self.cpu_ids_rel:
+            out["cpu_ids"] = sorted(self.cpu_ids + self.cpu_ids_rel)
         if self.shard + self.shard_rel:
             out["shards"] = _num_out(self.shard + self.shard_rel)
+            if self.shard_card is not None and self.shard_card != CARDLESS:
+                out["shard_gpus"] = [self.shard_card]
         return out
 
 
@@ -196,6 +243,9 @@ def node_empty(node: NodeRT) -> bool:
     if node.rel_owner or node.cpu_rel or node.mem_rel:
         return False
     if sum(len(lst) for lst in node.free.values()) != len(node.slots):
+        return False
+    if node.card_cap and (node.card_rel or any(node.card_free.get(k, 0.0) < c - EPS
+                                               for k, c in node.card_cap.items())):
         return False
     return node.cpu >= node.spec.cpus and node.mem >= node.spec.memory_mb
 
@@ -211,17 +261,25 @@ def eligible_nodes(nodes: list[NodeRT], job: Any) -> list[NodeRT]:
 
 def take(node: NodeRT, tasks: int, needs: list[tuple[str, int]], cpu: float, mem: float, shard: float,
          allow_rel: bool, exclusive: bool = False) -> Take:
-    """Take the devices and amounts for `tasks` tasks on `node` (the caller checked they fit);
-    `exclusive`: then also everything else idle on the node."""
+    """Take the devices and amounts for `tasks` tasks on `node` (the caller checked they fit
+    by counts; `short` is set when no single card holds the shards, and the caller gives the
+    take back); `exclusive`: then also everything else idle on the node."""
     if exclusive:
         tk = take(node, tasks, needs, cpu, mem, shard, allow_rel)
         for lst in node.free.values():
+            for s in lst:
+                hold_card(node, tk, s)
             tk.idle_slots.extend(lst)
             del lst[:]
         tk.cpu += node.cpu
         tk.mem += node.mem
-        tk.shard += node.shard
-        node.cpu = node.mem = node.shard = 0.0
+        node.cpu = node.mem = 0.0
+        k = tk.shard_card
+        if k is not None and node.card_free.get(k, 0.0) > 0:
+            tk.shard += node.card_free[k]
+            node.card_free[k] = 0.0
+        tk.cpu_ids = sorted(tk.cpu_ids + node.cpu_ids)
+        node.cpu_ids.clear()
         return tk
     tk = Take(node, tasks)
     for t, c in needs:
@@ -235,6 +293,9 @@ def take(node: NodeRT, tasks: int, needs: list[tuple[str, int]], cpu: float, mem
             got = lst[:want]
             del lst[:len(got)]
         tk.idle_slots.extend(got)
+        if node.card_cap:
+            for s in got:
+                hold_card(node, tk, s)
         want -= len(got)
         if want > 0 and allow_rel:
             rl = node.rel.get(t, [])
@@ -242,7 +303,9 @@ def take(node: NodeRT, tasks: int, needs: list[tuple[str, int]], cpu: float, mem
             del rl[:len(more)]
             for s in more:
                 tk.rel_slots.append((s, node.rel_owner.pop(s.key)))
-    for attr, amount in (("cpu", cpu * tasks), ("mem", mem * tasks), ("shard", shard * tasks)):
+                if node.card_cap:
+                    hold_card(node, tk, s)
+    for attr, amount in (("cpu", cpu * tasks), ("mem", mem * tasks)):
         if not amount:
             continue
         idle = getattr(node, attr)
@@ -256,6 +319,9 @@ def take(node: NodeRT, tasks: int, needs: list[tuple[str, int]], cpu: float, mem
             for j in node.rel_jobs:
                 if j not in tk.rel_jobs:
                     tk.rel_jobs.append(j)
+    if shard:
+        take_shards(node, tk, shard * tasks, allow_rel)
+    take_cpu_ids(node, tk)
     return tk
 
 
@@ -267,16 +333,25 @@ def give_back(tk: Take) -> None:
     for s, owner in tk.rel_slots:
         _insert(node.rel.setdefault(s.type, []), s)
         node.rel_owner[s.key] = owner
+    for k, f, r, owners in tk.cards:
+        node.card_free[k] = f
+        if r:
+            node.card_rel[k] = r
+        if owners:
+            node.card_owners[k] = owners
     node.cpu += tk.cpu
     node.mem += tk.mem
-    node.shard += tk.shard
     node.cpu_rel += tk.cpu_rel
     node.mem_rel += tk.mem_rel
-    node.shard_rel += tk.shard_rel
-
-
-def _insert(lst: list, s: Any) -> None:
-    i = len(lst)
-    while i > 0 and lst[i - 1].order > s.order:
-        i -= 1
-    lst.insert(i, s)
+    k = tk.shard_card
+    if k is not None and k in node.card_free:
+        node.card_free[k] += tk.shard
+        if tk.shard_rel:
+            node.card_rel[k] = node.card_rel.get(k, 0.0) + tk.shard_rel
+        sync_card(node, k)
+    if tk.cpu_ids:
+        node.cpu_ids.extend(tk.cpu_ids)
+        node.cpu_ids.sort()
+    if tk.cpu_ids_rel:
+        node.cpu_ids_rel.extend(tk.cpu_ids_rel)
+        node.cpu_ids_rel.sort()

@@ -17,6 +17,10 @@ Defaults chosen here (DESIGN.md section 4 where it speaks, KAI's where it does n
   DRAIN/DOWN/FAIL/MAINT flag (`IDLE+DRAIN`), takes none (running jobs there still count).
 - Running jobs (RUNNING, COMPLETING, CONFIGURING, SUSPENDED) must carry `allocation`; its
   `gpus` are device indices (ints) or `"<gpu index>:<mig uuid>"` for MIG instances.
+  Optional per node: `cpu_ids` (the CPU ids the job holds; without them its CPUs are held
+  by count only, no particular ids; ids held twice or outside `0..cpus-1` are ignored),
+  `shards` with `shard_gpus: [index]` (the card they are on; the older `shard_gpu: index`
+  is read too; without either, the shards are put on a card as a new job's would be).
 
 Extensions of the documented format, all optional:
 
@@ -27,7 +31,10 @@ Extensions of the documented format, all optional:
 - `jobs[].qos` (str) and top-level `qos: [{"name", "max_gpus_per_user"}]`: a QOS limit on the
   GPUs (`gres/gpu`) one user may hold in that QOS (`-1` none); a job over it pends with
   `QOSMaxGRESPerUser`.
-- `nodes[].shards` (int, default 0): `gres/shard` units the node offers.
+- `nodes[].shards` (int, default 0): `gres/shard` units the node offers, split evenly over
+  its whole (non-MIG) GPUs; a job's shards on a node come from one card.
+- Decisions: each node of a started job's allocation carries `cpu_ids` (ascending; absent on
+  a node without CPUs) and, for shards, `shard_gpus: [index]`.
 - `nodes[].gpus[]` devices may carry `"slices"`: the number of compute slices of a MIG-capable
   GPU (default 4 for RTX PRO / A30 class types, whose type name contains `rtx` or `a30`, else 7).
 - `accounts[].resources[r].lending_limit` (Kueue's lendingLimit).
@@ -226,6 +233,9 @@ def _parse_job(d: Any, i: int, node_names: set[str], accounts: set[str]) -> Job:
                 raise field_error(f"{p}.allocation.{nname}", "must be an object", a)
             if not isinstance(a.get("gpus", []), list):
                 raise field_error(f"{p}.allocation.{nname}.gpus", "must be a list", a.get("gpus"))
+            ids = a.get("cpu_ids")
+            if ids is not None and (not isinstance(ids, list) or any(c.__class__ is not int for c in ids)):
+                raise field_error(f"{p}.allocation.{nname}.cpu_ids", "must be a list of CPU ids", ids)
     else:
         alloc = None
     eligible = get("eligible", True)

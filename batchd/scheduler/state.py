@@ -15,10 +15,24 @@ from __future__ import annotations
 
 from operator import attrgetter
 
+from .cards import place_stored_shards, sync_card
 from .fairshare import UNLIMITED, Queue, compute_fair_shares, normalise_usage
 from .job import _CPU_POOL, BASE_RES, EPS, GPU, TYPED, JobRT
 from .placement import NodeRT, Take, _insert, give_back
 from .snapshot import PENDING_STATES, Snapshot
+
+
+def _stored_card(a: dict) -> int | None:
+    """The card a stored allocation's shards are on: `shard_gpus[0]`, or the older single
+    `shard_gpu`; None when it names none."""
+    cards = a.get("shard_gpus")
+    if isinstance(cards, list) and cards:
+        c = cards[0]
+    else:
+        c = a.get("shard_gpu")
+    if isinstance(c, str) and c.isdigit():
+        c = int(c)
+    return c if c.__class__ is int else None
 
 
 class Session:
@@ -71,6 +85,8 @@ class Session:
         self.ineligible: list[JobRT] = []
         self.running: list[JobRT] = []
         queues = self.queues
+        self._shard_claims: list[tuple[Take, int | None]] = []
+        self._cpu_held: dict[NodeRT, set[int]] = {}
         for spec in snap.jobs:
             j = JobRT(spec, queues[spec.account])
             mf = priorities.get(str(spec.id), 0) if priorities else 0
@@ -84,6 +100,10 @@ class Session:
                 self.running.append(j)
             elif spec.state in PENDING_STATES:
                 (self.pending if spec.eligible else self.ineligible).append(j)
+        place_stored_shards(self._shard_claims)
+        self._shard_claims = []
+        for node, held in self._cpu_held.items():
+            node.cpu_ids = [c for c in node.cpu_ids if c not in held]
         self._add_demand(self.pending)
         self.pending.sort(key=attrgetter("sort_key"))  # job order; pickers keep it
         k_value = float(policy.get("fairshare_k_value", 1.0))
@@ -206,12 +226,22 @@ class Session:
                     raise ValueError(f"jobs[{spec.index}].allocation.{nname}.gpus: {why} {g!r}")
                 lst.remove(slot)
                 tk.idle_slots.append(slot)
+                if slot.key in node.card_free:  # a card held whole offers no shards
+                    del node.card_free[slot.key]
             tk.cpu = float(a.get("cpus", j.cpu * tk.tasks) or 0)
             tk.mem = float(a.get("memory_mb", j.mem * tk.tasks) or 0)
             tk.shard = float(a.get("shards", 0) or 0)
             node.cpu -= tk.cpu
             node.mem -= tk.mem
-            node.shard -= tk.shard
+            if tk.shard:
+                self._shard_claims.append((tk, _stored_card(a)))
+            ids = a.get("cpu_ids")
+            if ids:
+                held = self._cpu_held.setdefault(node, set())
+                n = node.spec.cpus
+                mine = sorted({c for c in ids if c.__class__ is int and 0 <= c < n and c not in held})
+                held.update(mine)
+                tk.cpu_ids = mine
             takes.append(tk)
         j.takes = takes
         j.charge = self.charge_of(takes)
@@ -312,7 +342,7 @@ class Session:
             elif r == "mem":
                 tot += n.mem
             elif r == "gres/shard":
-                tot += n.shard
+                tot += n.idle_shards()
         return tot
 
     # -- statement ---------------------------------------------------------------------------
@@ -356,8 +386,15 @@ class Session:
                 node.rel_owner[s.key] = j
             node.cpu_rel += tk.cpu + tk.cpu_rel
             node.mem_rel += tk.mem + tk.mem_rel
-            node.shard_rel += tk.shard + tk.shard_rel
             node.rel_jobs.append(j)
+            if tk.cpu_ids or tk.cpu_ids_rel:
+                node.cpu_ids_rel.extend(tk.cpu_ids + tk.cpu_ids_rel)
+                node.cpu_ids_rel.sort()
+            k = tk.shard_card
+            if k is not None and k in node.card_free:  # the shards go back to their card
+                node.card_rel[k] = node.card_rel.get(k, 0.0) + tk.shard + tk.shard_rel
+                node.card_owners.setdefault(k, []).append(j)
+                sync_card(node, k)
         self._account(j, j.charge, -1.0)
         self._qos_add(j, -1.0)
         j.evicted = True
@@ -373,7 +410,21 @@ class Session:
                 node.rel_jobs.remove(j)
                 node.cpu_rel -= tk.cpu + tk.cpu_rel
                 node.mem_rel -= tk.mem + tk.mem_rel
-                node.shard_rel -= tk.shard + tk.shard_rel
+                if tk.cpu_ids or tk.cpu_ids_rel:
+                    mine = set(tk.cpu_ids) | set(tk.cpu_ids_rel)
+                    node.cpu_ids_rel[:] = [c for c in node.cpu_ids_rel if c not in mine]
+                k = tk.shard_card
+                if k is not None and k in node.card_free:
+                    left = node.card_rel[k] - tk.shard - tk.shard_rel
+                    if left > EPS:
+                        node.card_rel[k] = left
+                    else:
+                        del node.card_rel[k]
+                    owners = node.card_owners[k]
+                    owners.remove(j)
+                    if not owners:
+                        del node.card_owners[k]
+                    sync_card(node, k)
                 for s in tk.slots():
                     node.rel[s.type].remove(s)
                     del node.rel_owner[s.key]

@@ -112,9 +112,9 @@ def test_pack_and_spread():
     nodes = [node("n0", 4), node("n1", 4)]
     jobs = [job("r", "a", running_on={"n1": [0]}), job("j", "a")]
     packed = run(snapshot(nodes, [account("a", quota=-1)], jobs), passes=["allocate"])
-    assert allocation(packed, "j") == {"n1": {"tasks": 1, "gpus": [1], "cpus": 1, "memory_mb": 1}}
+    assert allocation(packed, "j") == {"n1": {"tasks": 1, "gpus": [1], "cpus": 1, "memory_mb": 1, "cpu_ids": [0]}}
     spread = run(snapshot(nodes, [account("a", quota=-1)], jobs), passes=["allocate"], placement="spread")
-    assert allocation(spread, "j") == {"n0": {"tasks": 1, "gpus": [0], "cpus": 1, "memory_mb": 1}}
+    assert allocation(spread, "j") == {"n0": {"tasks": 1, "gpus": [0], "cpus": 1, "memory_mb": 1, "cpu_ids": [0]}}
 
 
 def test_cpu_and_memory_are_part_of_the_gang():
@@ -199,7 +199,8 @@ def test_exclusive_takes_whole_empty_node():
     jobs = [job("busy", "a", running_on={"n0": [0]}), job("ex", "a", exclusive=True),
             job("other", "a")]
     out = run(snapshot(nodes, [account("a", quota=-1)], jobs), passes=["allocate"])
-    assert allocation(out, "ex") == {"n1": {"tasks": 1, "gpus": [0, 1, 2, 3], "cpus": 8, "memory_mb": 100}}
+    assert allocation(out, "ex") == {"n1": {"tasks": 1, "gpus": [0, 1, 2, 3], "cpus": 8, "memory_mb": 100,
+                                            "cpu_ids": list(range(8))}}
     assert list(allocation(out, "other")) == ["n0"]
 
 
@@ -272,10 +273,10 @@ def test_kai_allocate_order(case):
     assert out.started == case["want_started"]
 
 
-def test_gres_shard_is_counted_per_node():
+def test_gres_shard_is_counted_on_its_card():
     n0 = dict(node("n0", 1), shards=4)
     jobs = [job("s1", "a", per_task={"gres/shard": 3}), job("s2", "a", per_task={"gres/shard": 2}),
             job("s3", "a", per_task={"gres/shard": 1})]
     out = run(snapshot([n0], [account("a", quota=-1)], jobs), passes=["allocate"])
     assert out.started == {"s1", "s3"} and out.reasons == {"s2": "Resources"}
-    assert allocation(out, "s1")["n0"]["shards"] == 3
+    assert allocation(out, "s1")["n0"]["shards"] == 3 and allocation(out, "s1")["n0"]["shard_gpus"] == [0]

@@ -52,7 +52,8 @@ def test_decide_never_mutates_input_and_is_deterministic():
 def test_output_format():
     out = decide(load_snapshot(base())).to_dict()
     assert set(out) == {"start", "preempt", "pending", "fair_share", "planned_start"}
-    assert out["start"] == [{"job": "p1", "allocation": {"n0": {"tasks": 1, "gpus": [1], "cpus": 1, "memory_mb": 1}},
+    assert out["start"] == [{"job": "p1", "allocation": {"n0": {"tasks": 1, "gpus": [1], "cpus": 1, "memory_mb": 1,
+                                                                       "cpu_ids": [0]}},
                              "after": []}]
     assert out["pending"] == [{"job": "p2", "reason": "Resources"}, {"job": "p3", "reason": "Priority"}]
     assert out["fair_share"]["a"] == {"gres/gpu": 1.0}

@@ -1,5 +1,5 @@
 """Invariants of decide() on random small clusters (hypothesis): no device handed out twice,
-no node over capacity, account limits held, only preemptible running jobs evicted, every
+no card both held whole and shared, no CPU id given twice, no node over capacity, account limits held, only preemptible running jobs evicted, every
 pending job has a reason, same input -> same output."""
 
 import random
@@ -21,8 +21,13 @@ def clusters(draw):
     accts = [account(f"q{i}", quota=draw(st.integers(0, 3)), limit=draw(st.sampled_from([-1, -1, 2, 4])),
                      weight=draw(st.integers(0, 2)), priority=draw(st.sampled_from([100, 100, 101])))
              for i in range(draw(st.integers(1, 3)))]
+    for n in nodes:
+        if draw(st.booleans()):
+            n["shards"] = 2 * n["gpus"][0]["count"]  # 2 per card
     free = {n["name"]: list(range(n["gpus"][0]["count"])) for n in nodes}
+    shared: dict[str, dict[int, int]] = {n["name"]: {} for n in nodes}  # card -> shards in use
     cpus = {n["name"]: n["cpus"] for n in nodes}
+    next_id = {n["name"]: 0 for n in nodes}
     jobs = []
     for k in range(draw(st.integers(0, 8))):
         a = draw(st.sampled_from(accts))["name"]
@@ -30,14 +35,31 @@ def clusters(draw):
         tasks = draw(st.integers(1, 2))
         prio = draw(st.sampled_from([50, 75, 125]))
         nname = draw(st.sampled_from(sorted(free)))
-        if draw(st.booleans()) and len(free[nname]) >= g * tasks and cpus[nname] >= tasks:
-            gpus = free[nname][:g * tasks]
-            del free[nname][:g * tasks]
+        shard = draw(st.integers(1, 2)) if nodes[int(nname[1:])].get("shards") and draw(st.booleans()) else 0
+        pt = {"gres/shard": shard, "cpu": 1, "mem": 1} if shard else {"gres/gpu": g, "cpu": 1, "mem": 1}
+        if shard:
+            tasks = 1
+            cards = [c for c, u in shared[nname].items() if u + shard <= 2] + free[nname]
+        if draw(st.booleans()) and cpus[nname] >= tasks and (cards if shard else len(free[nname]) >= g * tasks):
+            ids = list(range(next_id[nname], next_id[nname] + tasks))
+            next_id[nname] += tasks
             cpus[nname] -= tasks
-            jobs.append(job(f"r{k}", a, gpus=g, tasks=tasks, prio=prio, running_on={nname: gpus},
-                            per_task={"gres/gpu": g, "cpu": 1, "mem": 1}))
+            if shard:
+                card = cards[0]
+                if card in free[nname]:
+                    free[nname].remove(card)
+                shared[nname][card] = shared[nname].get(card, 0) + shard
+                r = job(f"r{k}", a, gpus=0, prio=prio, running_on={nname: []}, per_task=pt)
+                r["allocation"][nname].update(shards=shard, shard_gpus=[card])
+            else:
+                gpus = free[nname][:g * tasks]
+                del free[nname][:g * tasks]
+                r = job(f"r{k}", a, gpus=g, tasks=tasks, prio=prio, running_on={nname: gpus}, per_task=pt)
+            if draw(st.booleans()):
+                r["allocation"][nname]["cpu_ids"] = ids
+            jobs.append(r)
         else:
-            jobs.append(job(f"p{k}", a, gpus=g, tasks=tasks, prio=prio, per_task={"gres/gpu": g, "cpu": 1, "mem": 1}))
+            jobs.append(job(f"p{k}", a, gpus=g, tasks=tasks, prio=prio, per_task=pt))
     backfill = draw(st.booleans())
     return snapshot(nodes, accts, jobs, policy={"backfill": backfill})
 
@@ -58,14 +80,32 @@ def test_invariants(d):
     gpu_by_acct: dict[str, float] = {}
     holders = [(jid, j["allocation"]) for jid, j in jobs.items() if j["state"] == "RUNNING" and jid not in preempted]
     holders += [(s["job"], s["allocation"]) for s in dec["start"]]
+    shards: dict[tuple[str, int], float] = {}
+    ids: dict[str, set] = {n: set() for n in nodes}
     for jid, alloc in holders:
         for nname, a in alloc.items():
             for g in a["gpus"]:
                 assert g not in used[nname], f"GPU {nname}:{g} given twice"
                 used[nname].add(g)
+            for c in a.get("shard_gpus", []):
+                shards[(nname, c)] = shards.get((nname, c), 0) + a["shards"]
             cpu[nname] += a["cpus"]
             acct = jobs[jid]["account"]
             gpu_by_acct[acct] = gpu_by_acct.get(acct, 0) + len(a["gpus"])
+    for (nname, c), n_sh in shards.items():
+        assert c not in used[nname], f"GPU {nname}:{c} held whole and shared"
+        assert n_sh <= 2
+    # CPU ids: a job starting now (not after victims) shares none with any running job or other start
+    for alloc in [j["allocation"] for j in jobs.values() if j["state"] == "RUNNING"] + \
+            [s["allocation"] for s in dec["start"] if not s["after"]]:
+        for nname, a in alloc.items():
+            mine = set(a.get("cpu_ids", []))
+            assert not mine & ids[nname], f"CPU ids {sorted(mine & ids[nname])} of {nname} given twice"
+            ids[nname] |= mine
+            assert all(0 <= c < nodes[nname]["cpus"] for c in mine)
+    for s in dec["start"]:
+        for a in s["allocation"].values():
+            assert len(a["cpu_ids"]) == a["cpus"] and a["cpu_ids"] == sorted(a["cpu_ids"])
     for nname, n in nodes.items():
         assert cpu[nname] <= n["cpus"]
         assert all(0 <= g < n["gpus"][0]["count"] for g in used[nname])
@@ -73,7 +113,9 @@ def test_invariants(d):
         assert all(nodes[n]["state"] == "IDLE" for n in s["allocation"])
         want = jobs[s["job"]]
         got = sum(len(a["gpus"]) for a in s["allocation"].values())
-        assert got == want["per_task"]["gres/gpu"] * want["tasks"]
+        assert got == want["per_task"].get("gres/gpu", 0) * want["tasks"]
+        if want["per_task"].get("gres/shard"):
+            assert all(len(a["shard_gpus"]) == 1 for a in s["allocation"].values())
     for a in d["accounts"]:
         lim = a["resources"]["gres/gpu"]["limit"]
         started_here = [s for s in dec["start"] if jobs[s["job"]]["account"] == a["name"]

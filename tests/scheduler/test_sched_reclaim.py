@@ -129,7 +129,8 @@ def test_reclaimer_starts_after_its_victims():
                     [job("v", "queue0", running_on={"node0": [0]}), job("r", "queue1", tasks=2)])
     d = run(snap, passes=["reclaim"]).decisions
     assert d["start"] == [{"job": "r", "allocation": {"node0": {"tasks": 2, "gpus": [0, 1], "cpus": 2,
-                                                                  "memory_mb": 2}}, "after": ["v"]}]
+                                                                  "memory_mb": 2, "cpu_ids": [0, 1]}},
+                           "after": ["v"]}]
     assert d["preempt"] == [{"job": "v", "reason": "reclaim", "for": "r"}]
 
 
