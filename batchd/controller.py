@@ -345,27 +345,6 @@ class Controller:
             log.warning("priorities not computed error=%s", e)
             return None
 
-    def _pick_shard_gpu(self, node: str, gpus: list[dict[str, Any]], snap: dict[str, Any],
-                        started: list[tuple[int, Any, dict[str, Any]]]) -> int | None:
-        """The whole GPU a gres/shard job's shards are taken from: one no job holds whole,
-        with the fewest shards in use (running jobs and those started this cycle)."""
-        types = device_types(gpus)
-        whole = [i for i in sorted(types) if not any(g.get("index") == i and g.get("mig") for g in gpus)]
-        if not whole:
-            return None
-        held: set[int] = set()
-        shards: dict[int, float] = {i: 0.0 for i in whole}
-        allocs = [j.get("allocation") or {} for j in snap["jobs"] if j["state"] == "RUNNING"]
-        allocs += [vals["allocation"] for _jid, _exp, vals in started if "allocation" in vals]
-        for alloc in allocs:
-            a = alloc.get(node)
-            if not isinstance(a, dict):
-                continue
-            held.update(int(g) for g in a.get("gpus", []) if not isinstance(g, str))
-            if a.get("shard_gpu") is not None:
-                shards[a["shard_gpu"]] = shards.get(a["shard_gpu"], 0.0) + float(a.get("shards") or 0)
-        return min(whole, key=lambda i: (i in held, shards.get(i, 0.0), i))
-
     def _store_priorities(self, prios: dict[str, int]) -> None:
         """Keep each active job's priority on the job (squeue %Q, scontrol Priority=),
         writing only those that changed."""
@@ -391,9 +370,11 @@ class Controller:
             if st.get("after"):
                 continue  # waits for its victims' devices; a later cycle starts it
             alloc = st["allocation"]
-            for node, a in alloc.items():
-                if a.get("shards") and not a.get("gpus"):
-                    a["shard_gpu"] = self._pick_shard_gpu(node, inv.get(node, []), snap, changes)
+            for a in alloc.values():
+                if a.get("shard_gpus"):
+                    # the scheduler chose the card; the single-card key is kept for its readers
+                    # (the agent's MPS limits, jobenv of agents not yet upgraded)
+                    a["shard_gpu"] = a["shard_gpus"][0]
             tres = alloc_tres(alloc, inv)
             bill = billing(self.weights, tres)
             changes.append((int(st["job"]), ("PENDING",), {

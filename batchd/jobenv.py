@@ -22,7 +22,8 @@ Arguments:
   batch node), "gpu_env": "index" | "uuid"}`; missing array keys are computed from
   `spec["array"]` when `array_task_id` is set.
 - `alloc`: `{node_name: {"tasks", "cpus", "memory_mb", "gpus": [index | "index:MIG-uuid"],
-  "gpu_uuids": [str] (optional, for gpu_env "uuid"), "shards": int (optional)}}`, node
+  "gpu_uuids": [str] (optional, for gpu_env "uuid"), "shards": int (optional), "shard_gpus":
+  [index] (the card the shards are on; the older single "shard_gpu" is read too)}}`, node
   order = the order of the job's node list; `alloc["gpu_type"]` is ignored here.
 - `node`: the node the batch script runs on (the first of the allocation).
 
@@ -176,9 +177,10 @@ def job_environment(spec: dict, job: dict, alloc: dict, node: str, cluster_name:
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     if here.get("shards"):
         env["SLURM_SHARDS_ON_NODE"] = str(here["shards"])
-        if not idx and here.get("shard_gpu") is not None:
-            # a shard job sees the one card its shards are on (as Slurm's gres/shard does)
-            sidx, svis = _devices({"gpus": [here["shard_gpu"]], "gpu_uuids": here.get("shard_gpu_uuid")
+        cards = here.get("shard_gpus") or ([here["shard_gpu"]] if here.get("shard_gpu") is not None else [])
+        if not idx and cards:
+            # a shard job sees the card its shards are on (as Slurm's gres/shard does)
+            sidx, svis = _devices({"gpus": cards, "gpu_uuids": here.get("shard_gpu_uuid")
                                    and [here["shard_gpu_uuid"]]}, job.get("gpu_env", "index"))
             env["SLURM_JOB_GPUS"] = ",".join(sidx)
             for var in ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK"):

@@ -165,11 +165,15 @@ def test_memory_over_the_request_ends_out_of_memory(cluster):
 
 @pytest.mark.config_extra("shard_per_gpu = 2\n")
 def test_shard_jobs_share_one_card_each(cluster):
-    a = cluster.submit("--gres=shard:1", "--wrap", "echo $CUDA_VISIBLE_DEVICES; sleep 3")
-    b = cluster.submit("--gres=shard:1", "--wrap", "echo $CUDA_VISIBLE_DEVICES; sleep 3")
+    a = cluster.submit("--gres=shard:1", "-w", "node1", "--wrap", "echo $CUDA_VISIBLE_DEVICES; sleep 4")
+    b = cluster.submit("--gres=shard:1", "-w", "node1", "--wrap", "echo $CUDA_VISIBLE_DEVICES; sleep 4")
+    cluster.wait(a, ("RUNNING",)), cluster.wait(b, ("RUNNING",))
+    # a card with shards in use is not free for whole GPUs: node1 has 3 cards left, not 4
+    whole = cluster.submit("--gres=gpu:4", "-w", "node1", "--wrap", "true")
     ja, jb = cluster.wait(a, ("COMPLETED",)), cluster.wait(b, ("COMPLETED",))
+    jw = cluster.wait(whole, ("COMPLETED",))
     devs = [(cluster.root / f"slurm-{j}.out").read_text().strip() for j in (a, b)]
-    # each sees exactly one card; the two land on different cards while both run
-    assert all(d.isdigit() for d in devs), devs
-    assert (ja["node_list"], devs[0]) != (jb["node_list"], devs[1])
+    # each sees exactly the one card its shards are on; the two pack on one card
+    assert all(d.isdigit() for d in devs) and devs[0] == devs[1], devs
+    assert jw["start_time"] >= max(ja["end_time"], jb["end_time"]) - 1
     assert "gres/shard=1" in ja["tres_alloc"] and "gres/gpu" not in ja["tres_alloc"]

@@ -177,3 +177,10 @@ def test_negative_nice_needs_operator():
     with pytest.raises(SubmitError, match="^Invalid nice value$"):
         jobspec.resolve(base_spec(nice=-5), CLUSTER, "bob", 1002)
     assert jobspec.resolve(base_spec(nice=-5), CLUSTER, "root", 0)["nice"] == -5
+
+
+@pytest.mark.parametrize("card_key", [{"shard_gpus": [2]}, {"shard_gpu": 2}], ids=["shard_gpus", "older_shard_gpu"])
+def test_shard_job_sees_its_card(card_key):
+    alloc = {"n": {"tasks": 1, "cpus": 1, "gpus": [], "shards": 3, **card_key}}
+    env = jobenv.job_environment({"submit_dir": "/s"}, JOB, alloc, "n", "c")
+    assert env["CUDA_VISIBLE_DEVICES"] == "2" and env["SLURM_SHARDS_ON_NODE"] == "3"
