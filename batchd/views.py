@@ -62,6 +62,17 @@ def _ranges(idx: list[int]) -> str:
     return ",".join(out)
 
 
+def cpu_id_ranges(alloc: dict[str, Any] | None) -> dict[str, str]:
+    """{node: "3-6"}: the CPU ids the allocation pins the job to, in Slurm's range form; nodes
+    of an allocation made before CPU ids existed are left out (scontrol prints `CPU_IDs=`)."""
+    out = {}
+    for n, a in (alloc or {}).items():
+        ids = a.get("cpu_ids") if isinstance(a, dict) else None
+        if ids:
+            out[n] = _ranges([int(c) for c in ids])
+    return out
+
+
 def gpus_str(job: Job) -> str:
     """Slurm's `gpu:h200:2(IDX:0-1)` for the first node of the allocation."""
     alloc = job.allocation or {}
@@ -107,7 +118,7 @@ def job_view(j: Job, cfg: Config, now: float | None = None) -> dict[str, Any]:
         "end_time": j.end_time, "time_limit_s": j.time_limit_s, "run_time_s": max(run_s, 0),
         "nodes": nodes, "node_list": j.node_list, "ntasks": int(req.get("tasks") or 1),
         "cpus": cpus, "mem_mb": mem, "tres_req": j.tres_req, "tres_alloc": j.tres_alloc,
-        "gres": gpu_indices(alloc), "gpus_str": gpus_str(j),
+        "gres": gpu_indices(alloc), "gpus_str": gpus_str(j), "cpu_ids": cpu_id_ranges(alloc),
         "workdir": spec.get("workdir", ""), "command": spec.get("script_path") or "", "dependency": j.dependency, "requeue": j.requeue,
         "restarts": j.restarts, "exit_code": exit_str(j.exit_code, j.exit_signal),
         "derived_exit_code": "0:0", "comment": j.comment,
