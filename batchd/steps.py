@@ -76,9 +76,30 @@ def create(service: Any, caller: Any, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def status(service: Any, query: dict[str, str]) -> dict[str, Any]:
+    """One step's tasks (`job_id` and `step_id`), or without them every step that is
+    still pending or running (squeue -s): {"steps": [{job_id, step_id, name, node_list,
+    start_time, ntasks, state}]}."""
+    if "job_id" not in query:
+        return {"steps": active_steps(service.store)}
     tasks = step_store.list_tasks(service.store, job_id=int(query["job_id"]), step_id=int(query["step_id"]))
     return {"tasks": [{"procid": t.procid, "node": t.node, "state": t.state, "exit_code": t.exit_code,
                        "exit_signal": t.exit_signal} for t in tasks]}
+
+
+def active_steps(store: Store) -> list[dict[str, Any]]:
+    """The srun steps with a task still pending or running, one entry per step."""
+    by_step: dict[tuple[int, int], list[step_store.Task]] = {}
+    for t in step_store.list_tasks(store, states=["PENDING", "RUNNING", "CANCELLING"]):
+        by_step.setdefault((t.job_id, t.step_id), []).append(t)
+    out = []
+    for (job_id, step_id), tasks in sorted(by_step.items()):
+        starts = [t.start_time for t in tasks if t.start_time]
+        out.append({"job_id": job_id, "step_id": step_id,
+                    "name": os.path.basename(tasks[0].argv[0]) if tasks[0].argv else "",
+                    "node_list": compress(sorted({t.node for t in tasks})), "ntasks": tasks[0].ntasks,
+                    "start_time": min(starts) if starts else None,
+                    "state": "RUNNING" if any(t.state == "RUNNING" for t in tasks) else tasks[0].state})
+    return out
 
 
 def cancel(service: Any, caller: Any, body: dict[str, Any]) -> dict[str, Any]:

@@ -77,8 +77,8 @@ USAGE = """Usage: squeue [OPTIONS]
                                   to view, default is all qos's
   -r, --array                     display one job array element per line
   -S, --sort=fields               comma separated list of fields to sort on
-  -s, --steps[=steps]             show job steps (batchd prints the header only: steps are
-                                  not tracked by squeue)
+  -s, --steps[=steps]             comma separated list of job steps to view,
+                                  default is all
       --start                     print expected start times of pending jobs
   -t, --states=states             comma separated list of states to view,
                                   default is pending and running,
@@ -466,6 +466,58 @@ def render(jobs: list[dict], opts: dict, now: float | None = None) -> str:
     return text
 
 
+def step_rows(jobs: list[dict], steps: list[dict], now: float) -> list[dict]:
+    """squeue -s rows: each running job's batch step (on its batch host, timed from the
+    job's start) and each of its srun steps, by job id, then step (batch first)."""
+    running = {int(j["id"]): j for j in jobs if j.get("state") == "RUNNING"}
+    rows = []
+    for jid, j in running.items():
+        rows.append({"step": f"{j.get('display_id') or jid}.batch", "key": (jid, -1), "name": "batch",
+                     "partition": j.get("partition") or "", "user": j.get("user") or "",
+                     "time_s": int(j.get("run_time_s") or 0),
+                     "node_list": j.get("batch_host") or (j.get("node_list") or "").split(",")[0]})
+    for st in steps:
+        j = running.get(int(st["job_id"]))
+        if j is None:
+            continue
+        rows.append({"step": f"{j.get('display_id') or st['job_id']}.{st['step_id']}",
+                     "key": (int(st["job_id"]), int(st["step_id"])), "name": st.get("name") or "",
+                     "partition": j.get("partition") or "", "user": j.get("user") or "",
+                     "time_s": int(now - st["start_time"]) if st.get("start_time") else 0,
+                     "node_list": st.get("node_list") or ""})
+    return sorted(rows, key=lambda r: r["key"])
+
+
+def show_steps(opts: dict) -> int:
+    """`squeue -s [STEPS]`: the job steps of running jobs (filters -j, -u, -p, -s list)."""
+    from batchd.cli import client
+    jobs, err = fetch(opts)
+    if err or jobs is None:
+        sys.stderr.write(f"{err}\n")
+        return 1
+    try:
+        steps = client.request("GET", "/v1/steps").get("steps", [])
+    except (client.Unreachable, client.DaemonError) as e:
+        sys.stderr.write(f"{PROG}: error: {getattr(e, 'message', e)}\n")
+        return 1
+    rows = step_rows(jobs, steps, time.time())
+    wanted = _split([opts["steps"]] if opts.get("steps") else None)
+    if wanted:
+        rows = [r for r in rows if r["step"] in wanted]
+    items = fmt.parse_percent_format(STEPS_FORMAT)
+    lines = []
+    if not opts.get("noheader"):
+        lines.append(fmt.render_percent(items, lambda c: {"i": "STEPID", "j": "NAME", "P": "PARTITION",
+                                                           "u": "USER", "M": "TIME", "N": "NODELIST"}[c]))
+    for r in rows:
+        vals = {"i": r["step"], "j": r["name"], "P": r["partition"], "u": r["user"],
+                "M": fmt.fmt_elapsed(r["time_s"]),
+                "N": r["node_list"]}
+        lines.append(fmt.render_percent(items, lambda c, v=vals: v[c]))
+    fmt.write("".join(x + "\n" for x in lines))
+    return 0
+
+
 def fetch(opts: dict) -> tuple[list[dict] | None, str | None]:
     """Query the daemon; return (jobs, error) after client-side filters."""
     from batchd.cli import client
@@ -511,13 +563,8 @@ def main(argv: list[str] | None = None) -> int:
         iterate = opts.get("iterate")
         if iterate is not None and (not iterate.isdigit() or int(iterate) <= 0):
             raise OptionError(f"{PROG}: error: --iterate={iterate} must be a positive integer", 1)
-        if opts.get("steps") is not None:
-            # batchd runs one batch step per job and does not list steps
-            if not opts.get("noheader"):
-                fmt.write(fmt.render_percent(fmt.parse_percent_format(STEPS_FORMAT),
-                                             lambda c: {"i": "STEPID", "j": "NAME", "P": "PARTITION",
-                                                        "u": "USER", "M": "TIME", "N": "NODELIST"}[c]) + "\n")
-            return 0
+        if "steps" in opts:  # -s alone (no list) or --steps=LIST
+            return fmt.refresh(lambda: show_steps(opts), iterate)
     except OptionError as e:
         msg = e.message if e.message.startswith(PROG) or "\n" in e.message else f"{PROG}: error: {e.message}"
         sys.stderr.write(msg + "\n")

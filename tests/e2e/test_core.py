@@ -149,6 +149,24 @@ def test_sacct_shows_maxrss_and_totalcpu_of_the_batch_step(cluster):
     assert units[-1].endswith("M") and float(units[-1][:-1]) >= 80
 
 
+def test_squeue_steps_lists_batch_and_srun_steps(cluster):
+    jid = cluster.submit("-N", "2", input="#!/bin/bash\nsrun sleep 30\n")
+    cluster.wait(jid, ("RUNNING",))
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        out = cluster.run("squeue", "-s", "-j", str(jid)).stdout.splitlines()
+        if len(out) == 3:
+            break
+        time.sleep(0.3)
+    assert out[0].split() == ["STEPID", "NAME", "PARTITION", "USER", "TIME", "NODELIST"]
+    batch, step = out[1].split(), out[2].split()
+    assert batch[0] == f"{jid}.batch" and batch[1] == "batch" and batch[5] == "node1", out
+    assert step[0] == f"{jid}.0" and step[1] == "sleep" and step[5] == "node[1-2]", out
+    only = cluster.run("squeue", "-h", f"--steps={jid}.0").stdout.split()
+    assert only[0] == f"{jid}.0" and len(only) == 6
+    cluster.run("scancel", str(jid))
+
+
 def test_nodelist_and_exclude_pick_the_nodes(cluster):
     on2 = cluster.submit("-w", "node2", "--wrap", "true")
     not1 = cluster.submit("-x", "node1", "--gres=gpu:1", "--wrap", "true")
