@@ -1,46 +1,22 @@
-"""Start, watch and stop jobs on this node through one detached supervisor per run.
+"""Start, watch and stop jobs on this node through one supervisor per run.
 
 The node agent calls four things: `launch` (start a run), `poll` (its state),
 `terminate` / `send_signal` (stop or signal it), and `list_runs` / `collect` (find the
 runs a restarted daemon must finish, and mark them done once their usage is stored).
-
-Spool layout, one directory per run (`run` = restart count of the job)::
-
-    <spool>/job.<id>.<run>/          root-owned 0711 when the daemon is root (0700 otherwise)
-        request.json                 the LaunchRequest (0600; it holds the job's environment)
-        slurm_script                 the script, 0700, owned by the job's user
-        supervisor.lock              flock held by the supervisor for its whole life
-        supervisor.log               the supervisor's own stderr
-        started.json                 {pid, pgid, start_time, create_time, start_ticks, supervisor_pid,
-                                      supervisor_start_time, supervisor_start_ticks, boot_id}
-        control.<ns>-<n>.json        requests from the daemon; the supervisor deletes each once handled
-        exit.json                    {final_state, exit_code, signal, start_time, end_time, rusage, requested, error}
-        collected                    marker: the daemon has stored the run's usage record
-
-The job directory is not writable by the job's user: the daemon trusts `exit.json`
-for accounting, so the user must not be able to forge it. The user can reach the script
-because the directory and the spool directory are searchable (launch makes the spool
-searchable when root); the spool's own parents must be searchable too.
+The run directories and their records are described in `batchd.spool`.
 
 A job is never started twice: the job directory is created by an atomic rename, and the
-supervisor only lets the job exec after `started.json` is on disk. Times are unix seconds
-(float). `start_time`/`end_time` are wall-clock readings taken by the supervisor at fork and
-at reaping (elapsed = end - start); processes are identified by pid + start ticks since boot
-+ boot id (psutil's `create_time`, also stored, can be off by up to a second and moves
-with wall-clock steps).
+supervisor only lets the job exec after `started.json` is on disk.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import errno
 import fcntl
 import itertools
-import json
 import logging
 import os
-import re
 import select
 import shutil
 import signal as _signal
@@ -48,27 +24,42 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import psutil
 
 from batchd.errors import BatchdError
+from batchd.spool import (  # noqa: F401  (re-exported: the launcher's callers use these names)
+    CANCEL_NOTES,
+    COLLECTED,
+    CONTROL_PREFIX,
+    EXIT,
+    JOBDIR_RE,
+    LOCK,
+    LOG,
+    REASON_STATE,
+    REQUEST,
+    SCRIPT,
+    STARTED,
+    LaunchInfo,
+    LaunchRequest,
+    Reason,
+    RunStatus,
+    boot_id,
+    jobdir_path,
+    lock_is_held,
+    process_matches,
+    read_json,
+    start_ticks,
+    supervisor_alive,
+    write_json_atomic,
+)
 
 log = logging.getLogger(__name__)
 
-REQUEST, SCRIPT, LOCK, LOG = "request.json", "slurm_script", "supervisor.lock", "supervisor.log"
-STARTED, EXIT, COLLECTED, CONTROL_PREFIX = "started.json", "exit.json", "collected", "control."
-JOBDIR_RE = re.compile(r"^job\.(\d+)\.(\d+)$")
 #: How long `launch` waits for the supervisor to record the start (seconds).
 LAUNCH_TIMEOUT_S = 60.0
-#: Tolerance when comparing a persisted process create time with psutil's (seconds).
-CREATE_TIME_TOLERANCE_S = 0.05
 _control_seq = itertools.count()
-
-Reason = Literal["cancel", "preempt", "timeout", "node_fail"]
-#: final state for each termination reason
-REASON_STATE = {"cancel": "CANCELLED", "preempt": "PREEMPTED", "timeout": "TIMEOUT", "node_fail": "NODE_FAIL"}
 
 
 class LaunchError(BatchdError):
@@ -76,207 +67,6 @@ class LaunchError(BatchdError):
 
     code = "JobLaunchFailure"
     status = 500
-
-
-@dataclass
-class LaunchRequest:
-    """Everything the supervisor needs to run one run of a job.
-
-    `env` is the complete environment of the job (SLURM_*, CUDA_VISIBLE_DEVICES
-    included); `stdout`/`stderr`/`stdin` are absolute paths, already expanded; the same
-    path for stdout and stderr (or an empty stderr) sends both streams to one file.
-    `time_limit_s` None or <= 0 means no limit; `signal` is `--signal` as
-    (signal number, seconds before the time limit), sent to the batch shell alone when
-    `signal_batch_only` (`--signal=B:...`), else to every process of the job;
-    `mem_limit_mb` is enforced by polling the RSS of the job's process tree (over it:
-    OUT_OF_MEMORY). `node` names this node in slurmstepd's messages (default: the
-    environment's SLURMD_NODENAME, else the short host name).
-
-    `isolation` "systemd" starts the supervisor in its own transient unit (see
-    `batchd.isolation.unit_command`): the kernel then enforces `mem_limit_mb` (MemoryMax),
-    `cpu_ids` (AllowedCPUs) and `devices` (DevicePolicy=closed + DeviceAllow). In "plain"
-    mode `cpu_ids` pins the job with sched_setaffinity (the CPUs of them this machine
-    has) and `devices` is not enforced (CUDA_VISIBLE_DEVICES only).
-    """
-
-    job_id: int
-    run: int
-    user: str
-    uid: int
-    gid: int
-    groups: list[int] | None
-    home: str
-    workdir: str
-    script: str
-    argv: list[str]
-    env: dict[str, str]
-    stdout: str
-    stderr: str
-    stdin: str | None = None
-    open_mode: Literal["truncate", "append"] = "truncate"
-    time_limit_s: int | None = None
-    kill_wait_s: int = 30
-    signal: tuple[int, int] | None = None
-    mem_limit_mb: int | None = None
-    signal_batch_only: bool = False
-    node: str | None = None
-    isolation: Literal["plain", "systemd"] = "plain"
-    cpu_ids: list[int] | None = None
-    devices: list[str] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> LaunchRequest:
-        data = dict(data)
-        if data.get("signal") is not None:
-            data["signal"] = tuple(data["signal"])
-        return cls(**data)
-
-
-@dataclass(frozen=True)
-class LaunchInfo:
-    """A started run: the job's pid (also its process group) and start time (unix s).
-
-    `pid == 0` means the run never started; `poll` then reports it EXITED with an error.
-    """
-
-    pid: int
-    start_time: float
-    jobdir: str
-
-
-@dataclass(frozen=True)
-class RunStatus:
-    """What `poll` knows about one run.
-
-    `state`: RUNNING (supervisor alive, no exit yet; `pid` 0 while it is still starting),
-    EXITED (`exit.json` written: `final_state`, `exit_code`, `signal`, `end_time`,
-    `requested` = the action that ended it or None, `rusage`, `error`), or LOST (no
-    supervisor and no exit status: the daemon marks the job NODE_FAIL).
-    """
-
-    state: Literal["RUNNING", "EXITED", "LOST"]
-    job_id: int
-    run: int
-    pid: int = 0
-    start_time: float | None = None
-    final_state: str | None = None
-    exit_code: int = 0
-    signal: int = 0
-    end_time: float | None = None
-    requested: str | None = None
-    rusage: dict[str, float] = field(default_factory=dict)
-    error: str | None = None
-
-    @property
-    def exit_code_str(self) -> str:
-        """Slurm's `exit:signal` pair, e.g. "1:0", "0:9"."""
-        return f"{self.exit_code}:{self.signal}"
-
-
-# ---------------------------------------------------------------- spool helpers
-
-
-def jobdir_path(spool_dir: str, job_id: int, run: int) -> str:
-    return os.path.join(spool_dir, f"job.{int(job_id)}.{int(run)}")
-
-
-def write_json_atomic(path: str, data: dict[str, Any], mode: int = 0o600) -> None:
-    """Write `data` to `path` so that readers see the old file or the whole new one."""
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp.")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.rename(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):
-        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-
-
-def read_json(path: str) -> dict[str, Any] | None:
-    """The JSON object in `path`, or None when the file does not exist."""
-    try:
-        with open(path) as fh:
-            return json.load(fh)
-    except FileNotFoundError:
-        return None
-
-
-def boot_id() -> str:
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as fh:
-            return fh.read().strip()
-    except OSError:
-        return ""
-
-
-def start_ticks(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (/proc/PID/stat field 22).
-
-    Unlike psutil's create_time it does not move when the wall clock is stepped, so it
-    identifies a process exactly (with the boot id). None when the process is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return None
-    fields = data[data.rindex(b")") + 2:].split()
-    return int(fields[19])
-
-
-def process_matches(pid: int, ticks: int | None, create_time: float | None = None) -> bool:
-    """True when `pid` is a live (non-zombie) process with start `ticks` (or, lacking
-    those, psutil `create_time` within CREATE_TIME_TOLERANCE_S)."""
-    if pid <= 0:
-        return False
-    try:
-        proc = psutil.Process(pid)
-        if ticks is not None:
-            if start_ticks(pid) != ticks:
-                return False
-        elif create_time is None or abs(proc.create_time() - create_time) > CREATE_TIME_TOLERANCE_S:
-            return False
-        return proc.status() != psutil.STATUS_ZOMBIE
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
-
-
-def _lock_is_held(jobdir: str) -> bool:
-    """True when some process holds the supervisor lock of `jobdir`."""
-    try:
-        fd = os.open(os.path.join(jobdir, LOCK), os.O_RDONLY)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
-def supervisor_alive(jobdir: str, started: dict[str, Any] | None) -> bool:
-    """Whether the run's supervisor is alive (same boot, pid and create time match)."""
-    if started is None:
-        return _lock_is_held(jobdir)
-    if started.get("boot_id") and started["boot_id"] != boot_id():
-        return False
-    return process_matches(int(started["supervisor_pid"]), started.get("supervisor_start_ticks"),
-                           started.get("supervisor_start_time"))
 
 
 # ---------------------------------------------------------------- launch
@@ -399,7 +189,7 @@ def _spawn_unit(jobdir: str, req: LaunchRequest, lock_fd: int) -> LaunchInfo:
             return info
         if time.monotonic() >= next_check:
             next_check = time.monotonic() + 0.5
-            if not _lock_is_held(jobdir) and _unit_gone(unit):
+            if not lock_is_held(jobdir) and _unit_gone(unit):
                 break
         time.sleep(0.01)
     info = _existing_info(jobdir)
@@ -453,7 +243,7 @@ def _wait_existing(jobdir: str, timeout_s: float) -> LaunchInfo | None:
     deadline = time.monotonic() + timeout_s
     while True:
         info = _existing_info(jobdir)
-        if info is not None or not _lock_is_held(jobdir) or time.monotonic() > deadline:
+        if info is not None or not lock_is_held(jobdir) or time.monotonic() > deadline:
             return info
         time.sleep(0.01)
 
@@ -591,7 +381,7 @@ def _post_control(jobdir: str, request: dict[str, Any]) -> bool:
     write_json_atomic(os.path.join(jobdir, name), request)
     if not supervisor_alive(jobdir, started):
         # exit.json written meanwhile, or a supervisor still starting (it reads the file)
-        return os.path.exists(os.path.join(jobdir, EXIT)) or (started is None and _lock_is_held(jobdir))
+        return os.path.exists(os.path.join(jobdir, EXIT)) or (started is None and lock_is_held(jobdir))
     if started is not None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(int(started["supervisor_pid"]), _signal.SIGUSR1)
@@ -614,13 +404,6 @@ def _signal_orphans(jobdir: str, sig: int) -> None:
                 os.kill(proc.pid, sig)
         except (ProcessLookupError, psutil.Error, OSError):
             continue
-
-
-#: What slurmstepd appends to `*** JOB N ON node CANCELLED AT time` in the job's error
-#: file, per cause of the end (`terminate`'s `cause`; None: no line).
-CANCEL_NOTES: dict[str, str | None] = {
-    "cancel": "", "preempt": " DUE TO PREEMPTION", "requeue": " DUE TO JOB REQUEUE",
-    "timeout": " DUE TO TIME LIMIT", "node_fail": None}
 
 
 def terminate(spool_dir: str, job_id: int, run: int, reason: Reason, signal: int = _signal.SIGTERM,

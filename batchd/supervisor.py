@@ -34,12 +34,12 @@ import select
 import signal
 import sys
 import time
-from typing import Any, NoReturn
+from typing import Any
 
 import psutil
 
-from batchd.launcher import (
-    CANCEL_NOTES,
+from batchd.jobexec import OUTPUT_OPEN_FAILED, OUTPUT_OPEN_FAILED_SIG, exec_job, write_stepd_note
+from batchd.spool import (
     CONTROL_PREFIX,
     EXIT,
     LOCK,
@@ -62,28 +62,7 @@ MEM_POLL_S = 0.25
 CONTROL_SCAN_S = 1.0
 #: How long to wait for leftover processes to die after the batch shell ended (s).
 LEFTOVER_WAIT_S = 2.0
-#: Variables of the daemon's own service that never reach a job.
-DAEMON_ONLY_ENV = ("INVOCATION_ID", "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES",
-                   "JOURNAL_STREAM", "WATCHDOG_USEC", "WATCHDOG_PID")
 _PR_SET_CHILD_SUBREAPER = 36
-#: A job whose output file cannot be opened ends FAILED with ExitCode 0:53, as Slurm
-#: 22.05 records it (its batch step CANCELLED 0:53).
-OUTPUT_OPEN_FAILED = b"couldn't open output file"
-OUTPUT_OPEN_FAILED_SIG = 53
-_RESET_SIGNALS = (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD,
-                  signal.SIGUSR1, signal.SIGXFSZ, signal.SIGQUIT)
-
-
-def _pin_cpus(cpu_ids: list[int] | None) -> None:
-    """Pin the calling process to the job's CPUs that this machine lets it use (a
-    static inventory may name CPUs the machine does not have: those are dropped, and
-    with none left the process stays unpinned)."""
-    if not cpu_ids:
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        cpus = set(cpu_ids) & os.sched_getaffinity(0)
-        if cpus:
-            os.sched_setaffinity(0, cpus)
 
 
 def _protect_from_oom() -> None:
@@ -98,75 +77,6 @@ def _set_subreaper() -> None:
     with contextlib.suppress(Exception):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-def _exec_job(req: LaunchRequest, script: str, go_r: int, err_w: int) -> None:
-    """Child side of the fork: never returns (execs or `_exit`s).
-
-    Failures before exec are written to `err_w` (read by the supervisor) and, once the
-    stderr file is open, into it, Slurm style; the child then exits 1 (job FAILED).
-    """
-    stderr_open = False
-
-    def fail(msg: str) -> NoReturn:
-        with contextlib.suppress(OSError):
-            os.write(err_w, msg.encode())
-        if stderr_open:
-            with contextlib.suppress(OSError):
-                os.write(2, f"batchd: error: {msg}\n".encode())
-        os._exit(1)
-
-    try:
-        os.setsid()
-        for sig in _RESET_SIGNALS:
-            signal.signal(sig, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, set())
-        if os.read(go_r, 1) != b"g":
-            os._exit(127)  # the supervisor died before recording the start
-        _pin_cpus(req.cpu_ids)
-        with contextlib.suppress(OSError):  # undo the supervisor's own OOM protection
-            with open("/proc/self/oom_score_adj", "w") as fh:
-                fh.write("0")
-        if os.geteuid() == 0:
-            groups = req.groups if req.groups is not None else os.getgrouplist(req.user, req.gid)
-            os.setgroups(groups)
-            os.setgid(req.gid)
-            os.setuid(req.uid)
-        os.umask(int(req.env.get("SLURM_UMASK", "0022"), 8) & 0o777)
-        # Opened after dropping privileges: a user can never make root write or read a file.
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if req.open_mode == "append" else os.O_TRUNC)
-        paths = [os.path.join(req.workdir, p) for p in (req.stdout, req.stderr or req.stdout)]
-        try:
-            fin = os.open(os.path.join(req.workdir, req.stdin or "/dev/null"), os.O_RDONLY)
-        except OSError as exc:
-            fail(f"couldn't open input file {req.stdin}: {exc.strerror}")
-        try:
-            fout = os.open(paths[0], flags, 0o666)
-            ferr = fout if paths[1] == paths[0] else os.open(paths[1], flags, 0o666)
-        except OSError as exc:
-            fail(f"couldn't open output file {exc.filename}: {exc.strerror}")
-        os.dup2(fin, 0)
-        os.dup2(fout, 1)
-        os.dup2(ferr, 2)
-        stderr_open = True
-        try:
-            os.chdir(req.workdir)
-        except OSError as exc:
-            fail(f"couldn't chdir to `{req.workdir}': {exc.strerror}: job FAILED")
-        env = {k: v for k, v in req.env.items() if k not in DAEMON_ONLY_ENV}
-        env["SLURM_TASK_PID"] = str(os.getpid())  # exec keeps the pid: the batch shell's
-        try:
-            with open(script, "rb") as fh:
-                shebang = fh.read(2) == b"#!"
-            if shebang:
-                os.execve(script, [script, *req.argv], env)
-            os.execve("/bin/bash", ["/bin/bash", script, *req.argv], env)
-        except OSError as exc:
-            fail(f"execve(): {script}: {exc.strerror}")
-    except BaseException as exc:  # nothing may return into the supervisor's code
-        fail(f"job setup failed: {exc}")
-    finally:
-        os._exit(1)
 
 
 class Supervisor:
@@ -230,37 +140,11 @@ class Supervisor:
                     os.kill(proc.pid, sig)
 
     def _stepd_note(self, cause: str) -> None:
-        """Append slurmstepd's `*** JOB N ON node CANCELLED AT time[ DUE TO ...] ***` line
-        to the job's error file (CANCEL_NOTES), opened as the job's user (a forked child
-        drops to the user first when the supervisor is root). Failures are only logged."""
+        """slurmstepd's CANCELLED line in the job's error file (`jobexec.write_stepd_note`),
+        unless the batch shell is already gone."""
         assert self.req is not None
-        note = CANCEL_NOTES.get(cause)
-        if note is None or self.reaped:
-            return
-        req = self.req
-        node = req.node or req.env.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime())
-        line = f"slurmstepd-{node}: error: *** JOB {req.job_id} ON {node} CANCELLED AT {stamp}{note} ***\n"
-        path = os.path.join(req.workdir, req.stderr or req.stdout)
-        if os.geteuid() != 0:
-            _append_line(path, line)
-            return
-        try:
-            pid = os.fork()
-        except OSError as exc:
-            log.warning("stepd note not written error=%s", exc)
-            return
-        if pid == 0:  # child: become the user, append, leave
-            try:
-                groups = req.groups if req.groups is not None else os.getgrouplist(req.user, req.gid)
-                os.setgroups(groups)
-                os.setgid(req.gid)
-                os.setuid(req.uid)
-                _append_line(path, line)
-            finally:
-                os._exit(0)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
+        if not self.reaped:
+            write_stepd_note(self.req, cause)
 
     # ------------------------------------------------------------ requests
     def _begin_termination(self, reason: str, sig: int, grace_s: float, batch_only: bool = False,
@@ -395,7 +279,7 @@ class Supervisor:
         except OSError as exc:
             return self._fail_before_start(f"fork failed: {exc}")
         if self.child == 0:
-            _exec_job(req, self._path(SCRIPT), go_r, err_w)
+            exec_job(req, self._path(SCRIPT), go_r, err_w)
         os.close(go_r)
         os.close(err_w)
         self.t0 = time.monotonic()
@@ -503,21 +387,6 @@ class Supervisor:
             "requested": self.requested, "error": self.error.decode(errors="replace") or None})
         log.info("job exited job_id=%s run=%s state=%s exit=%s:%s", self.req.job_id, self.req.run,
                  final, exit_code, sig)
-
-
-def _append_line(path: str, line: str) -> None:
-    """Append `line` to `path` (created 0666 & umask when missing); errors are logged."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-    except OSError as exc:
-        log.warning("stepd note not written path=%s error=%s", path, exc)
-        return
-    try:
-        os.write(fd, line.encode())
-    except OSError as exc:
-        log.warning("stepd note not written path=%s error=%s", path, exc)
-    finally:
-        os.close(fd)
 
 
 def main(argv: list[str] | None = None) -> int:

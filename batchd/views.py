@@ -136,7 +136,7 @@ def job_view(j: Job, cfg: Config, now: float | None = None) -> dict[str, Any]:
 
 
 #: The ExitCode signal of a run whose output file could not be opened (Slurm's 0:53;
-#: batchd.supervisor.OUTPUT_OPEN_FAILED_SIG, not imported to keep views light)
+#: batchd.jobexec.OUTPUT_OPEN_FAILED_SIG, not imported to keep views light)
 OUTPUT_OPEN_FAILED_SIG = 53
 #: Slurm's NO_VAL: the array task id of a job array's one pending record (and of a plain job)
 NO_VAL_TASK = 4294967294
