@@ -11,14 +11,15 @@ from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from sqlalchemy import case, func, insert, select
+from sqlalchemy import func, insert, select
 
-from batchd.accounting.prices import Price
+from batchd.accounting.prices import HOUR_S, Price
 from batchd.store import Store
 from batchd.store.tables import (
     AuditRow,
     JobEfficiency,
     JobRow,
+    LedgerEdge,
     PriceRow,
     RollupLedger,
     UsageHourly,
@@ -157,26 +158,68 @@ def _tall(gtype: str, tres: str, values: Any) -> Iterator[tuple[str, float]]:
             yield ("gres/gpu:" + gtype if name == "typed" else name), float(v)
 
 
+# the ledger's TRES counted in `ledger_edges` (the charged ones: gres/gpu is not charged)
+_EDGE_COLS = (("cpu_n", "cpu"), ("mem_n", "mem"), ("node_n", "node"), ("billing_n", "billing"), ("typed_n", "typed"))
+_EDGE_VALUES = [f"{c}{x}" for _, c in _EDGE_COLS for x in ("_n", "_ns")] + ["amount_n", "amount_ns"]
+_EDGE_UPSERT = ('INSERT INTO ledger_edges (hour, account, "user", gpu_type, tres, ' + ", ".join(_EDGE_VALUES)
+                + ") VALUES (" + ", ".join(["{m}"] * (5 + len(_EDGE_VALUES))) + ") "
+                'ON CONFLICT (hour, account, "user", gpu_type, tres) DO UPDATE SET '
+                + ", ".join(f"{c} = ledger_edges.{c} + excluded.{c}" for c in _EDGE_VALUES))
+
+
+def _edge_rows(ledger: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """Ledger rows -> rows of `ledger_edges` (see there): each run adds its counts, and
+    counts x seconds past the hour, at the hour it starts, and takes them away at the
+    hour it ends. Empty runs leave nothing."""
+    rows: dict[tuple[Any, ...], list[float]] = {}
+    n_wide = 2 * len(_EDGE_COLS)
+
+    def add(key: tuple[Any, ...], i: int, n: float, t: int) -> None:
+        vals = rows.get(key)
+        if vals is None:
+            vals = rows[key] = [0.0] * (n_wide + 2)
+        vals[i] += n
+        vals[i + 1] += n * (t % HOUR_S)
+
+    for r in ledger:
+        s, e = int(r["start_s"]), int(r["end_s"])
+        if e <= s:
+            continue
+        who = (r["account"], r["user"], r["gpu_type"])
+        for sign, t in ((1.0, s), (-1.0, e)):
+            hour = t - t % HOUR_S
+            for i, (col, _) in enumerate(_EDGE_COLS):
+                if r[col]:
+                    add((hour, *who, ""), 2 * i, sign * r[col], t)
+            for name, n in (r.get("other") or {}).items():
+                if n:
+                    add((hour, *who, name), n_wide, sign * float(n), t)
+    return [(*k, *v) for k, v in rows.items()]
+
+
 def apply_rollup(store: Store, ledger: list[dict[str, Any]],
                  sums: dict[tuple[int, str, str, str, str, str], float], now: float) -> None:
     """Add `sums` ((hour, account, user, node, gpu_type, tres) -> TRES-seconds) to the
-    hourly table and write the `ledger` rows (columns of RollupLedger) of the records
-    they come from, in ONE transaction: either both happen or neither. A record
-    already in the ledger makes the whole transaction fail (IntegrityError) instead of
-    counting it twice."""
+    hourly table, write the `ledger` rows (columns of RollupLedger) of the records they
+    come from and add those rows' edges to `ledger_edges`, in ONE transaction: either
+    all happen or none. A record already in the ledger makes the whole transaction
+    fail (IntegrityError) instead of counting it twice."""
     with store.tx() as s:
         if ledger:
             s.execute(insert(RollupLedger), ledger)
         if fault_hook is not None:
             fault_hook("ledger")
+        # raw executemany: SQLAlchemy's per-row parameter processing would cost more
+        # than the database's work here (hundreds of thousands of rows per month)
+        mark = "%s" if store.engine.dialect.name == "postgresql" else "?"
+        conn = s.connection()
         if sums:
-            # a raw executemany: SQLAlchemy's per-row parameter processing would cost more
-            # than the database's work here (hundreds of thousands of rows per month)
-            mark = "%s" if store.engine.dialect.name == "postgresql" else "?"
-            conn = s.connection()
             rows = _wide_rows(sums)
             for i in range(0, len(rows), 10000):
                 conn.exec_driver_sql(_UPSERT.format(m=mark), rows[i:i + 10000])
+        edges = _edge_rows(ledger)
+        for i in range(0, len(edges), 10000):
+            conn.exec_driver_sql(_EDGE_UPSERT.format(m=mark), edges[i:i + 10000])
         if fault_hook is not None:
             fault_hook("sums")
 
@@ -328,41 +371,54 @@ def update_efficiency(store: Store, job_id: int, run: int,
 
 def ledger_sums(store: Store, segments: list[tuple[int, int]], accounts: Iterable[str] | None = None,
                 users: Iterable[str] | None = None) -> dict[tuple[int, str], float]:
-    """The per-job side of the check, from the ledger (not the hourly table): per
-    (segment index, TRES) the sum over rolled-up runs of count x seconds of the run
-    inside the segment. One transaction.
+    """The per-job side of the check, from the ledger's edges (not the hourly table):
+    per (segment index, charged TRES) the sum over rolled-up runs of count x seconds of
+    the run inside the segment. `segments` are consecutive and hour-aligned (as
+    PriceBook.segments gives them). One transaction; reads only `ledger_edges` rows
+    from the first segment's start on.
 
-    Runs wholly inside a segment (nearly all) are summed with plain arithmetic; only
-    runs that cross a segment's edge are clipped (min/max per row is what costs)."""
-    pg = store.engine.dialect.name == "postgresql"
-    lo_f, hi_f = (func.greatest, func.least) if pg else (func.max, func.min)
-    L = RollupLedger
-    cols = [("cpu", L.cpu_n), ("mem", L.mem_n), ("node", L.node_n), ("billing", L.billing_n), ("gres/gpu", L.gpu_n)]
+    With F(t) as in LedgerEdge, a segment [a, b) is F(b) - F(a) = N(a) x (b - a) +
+    sum over a <= h < b of n x (b - h) - ns, where N(a), the count of runs open at a,
+    is the sum of `n` over h < a, i.e. minus its sum over h >= a (every rolled-up run
+    has ended, so all of a run's n add up to 0). So the segments are summed from the
+    last one back, starting from the hours after the period."""
+    E = LedgerEdge
+    pairs = [(name, getattr(E, col), getattr(E, col + "s")) for col, name in _EDGE_COLS]
+    pairs.append(("amount", E.amount_n, E.amount_ns))
+
+    def name_of(gtype: str, tres: str, name: str) -> str:
+        return tres if tres else ("gres/gpu:" + gtype if name == "typed" else name)
+
     out: dict[tuple[int, str], float] = defaultdict(float)
-
-    def add(idx: int, names: list[str], row: Any) -> None:
-        for name, v in zip(names, row, strict=True):
-            if v:
-                out[(idx, name)] += float(v)
-
+    if not segments:
+        return {}
+    open_n: dict[str, float] = defaultdict(float)  # sum of n over hours >= the current cut
     with store.tx() as s:
-        types = [t for t in s.scalars(_filters(select(L.gpu_type).distinct(), L, accounts, users)) if t]
-        names = [n for n, _ in cols] + [f"gres/gpu:{t}" for t in types]
-        for idx, (a, b) in enumerate(segments):
-            dur = L.end_s - L.start_s
-            sums = [func.sum(c * dur) for _, c in cols]
-            sums += [func.sum(case((L.gpu_type == t, L.typed_n * dur), else_=0.0)) for t in types]
-            q = _filters(select(*sums).where(L.start_s >= a, L.end_s <= b), L, accounts, users)
-            add(idx, names, s.execute(q).one())
-            secs = hi_f(L.end_s, b) - lo_f(L.start_s, a)
-            crossing = (L.end_s > a, L.start_s < b, (L.start_s < a) | (L.end_s > b))
-            sums = [func.sum(c * secs) for _, c in cols]
-            sums += [func.sum(case((L.gpu_type == t, L.typed_n * secs), else_=0.0)) for t in types]
-            add(idx, names, s.execute(_filters(select(*sums).where(*crossing), L, accounts, users)).one())
-            q = select(L.start_s, L.end_s, L.other).where(L.end_s > a, L.start_s < b, L.other.is_not(None))
-            for st, en, other in s.execute(_filters(q, L, accounts, users)):
-                for name, n in (other or {}).items():
-                    out[(idx, name)] += float(n) * (min(en, b) - max(st, a))
+        q = (select(E.gpu_type, E.tres, *[func.sum(n) for _, n, _ in pairs])
+             .where(E.hour >= segments[-1][1]).group_by(E.gpu_type, E.tres))
+        for gtype, tres, *vals in s.execute(_filters(q, E, accounts, users)):
+            for (name, _, _), v in zip(pairs, vals, strict=True):
+                if v:
+                    open_n[name_of(gtype, tres, name)] += float(v)
+        for idx in range(len(segments) - 1, -1, -1):
+            a, b = segments[idx]
+            cols = []
+            for _, n, ns in pairs:
+                cols += [func.sum(n), func.sum(n * (b - E.hour) - ns)]
+            q = (select(E.gpu_type, E.tres, *cols).where(E.hour >= a, E.hour < b)
+                 .group_by(E.gpu_type, E.tres))
+            inside: dict[str, float] = defaultdict(float)
+            for gtype, tres, *vals in s.execute(_filters(q, E, accounts, users)):
+                for i, (name, _, _) in enumerate(pairs):
+                    key = name_of(gtype, tres, name)
+                    if vals[2 * i]:
+                        open_n[key] += float(vals[2 * i])
+                    if vals[2 * i + 1]:
+                        inside[key] += float(vals[2 * i + 1])
+            for key in set(open_n) | set(inside):
+                v = inside.get(key, 0.0) - open_n.get(key, 0.0) * (b - a)
+                if v:
+                    out[(idx, key)] += v
     return dict(out)
 
 

@@ -276,6 +276,40 @@ class RollupLedger(Base):
     other: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
 
 
+class LedgerEdge(Base):
+    """The ledger summed as run edges, for the per-job side of the bill without a pass
+    over every ledger row: per UTC hour, account, user and GPU type, what the runs
+    starting in that hour add minus what the runs ending in it take away. For each
+    TRES, `<x>_n` is the net count (sum of counts of runs starting in the hour minus
+    those of runs ending in it) and `<x>_ns` the net count x seconds past the hour's
+    start at which they start (resp. end). Written with the ledger rows, in the same
+    transaction. For an hour-aligned t, F(t) = sum over hours h < t of
+    `n * (t - h) - ns` is the count x seconds of all those runs before t, exactly as
+    the runs were recorded (whole seconds); a segment [a, b) is F(b) - F(a).
+    The common TRES are columns of the row with `tres` = "" (`typed` = gres/gpu:<gpu_type>),
+    any other TRES has its own row with `tres` = its name and `amount_n`/`amount_ns`."""
+    __tablename__ = "ledger_edges"
+    hour: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    account: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user: Mapped[str] = mapped_column(String(64), primary_key=True)
+    gpu_type: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tres: Mapped[str] = mapped_column(String(100), primary_key=True)
+    cpu_n: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    cpu_ns: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    mem_n: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    mem_ns: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    node_n: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    node_ns: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    billing_n: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    billing_ns: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    typed_n: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    typed_ns: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    amount_n: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    amount_ns: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    # SQLite: rows stored in key order, so that a range of hours is read in one sweep
+    __table_args__ = {"sqlite_with_rowid": False}
+
+
 class JobEfficiency(Base):
     """Efficiency samples of one run of a job, kept as running sums and peaks: CPU %
     (100 = one core busy), resident memory MiB, GPU utilisation % and GPU memory MiB
