@@ -180,6 +180,8 @@ class Agent:
         node = next(iter(alloc))
         spec = j.spec
         view = self._job_dict(j)
+        if self.cfg.gpu_env == "uuid":
+            alloc = jobenv.with_gpu_uuids(alloc, {n.name: n.gpus for n in self.store.list_nodes()})
         env = jobenv.full_environment(spec, view, alloc, node, self.cfg.cluster_name)
         if self.cfg.mps and alloc[node].get("shards"):
             env.update(self._mps_env(node, alloc[node]))

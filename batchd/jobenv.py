@@ -86,6 +86,26 @@ def _array_ids(spec: dict) -> list[int]:
         return []
 
 
+def with_gpu_uuids(alloc: dict, inventories: dict[str, list]) -> dict:
+    """A copy of `alloc` whose nodes carry `gpu_uuids` (one per whole GPU index, in order)
+    and `shard_gpu_uuid` (the card of a shard job), from each node's inventory (its GPU
+    dicts with "index" and "uuid"), for `gpu_env = "uuid"`. Unknown indices are left out
+    (CUDA_VISIBLE_DEVICES then falls back to the index)."""
+    out = {}
+    for node, a in alloc.items():
+        by_index = {int(g["index"]): g.get("uuid") for g in inventories.get(node) or []
+                    if isinstance(g, dict) and "index" in g}
+        a = dict(a)
+        whole = [by_index.get(int(g)) for g in a.get("gpus") or [] if ":" not in str(g)]
+        if whole and all(whole) and len(whole) == len(a.get("gpus") or []):
+            a["gpu_uuids"] = whole
+        cards = a.get("shard_gpus") or ([a["shard_gpu"]] if a.get("shard_gpu") is not None else [])
+        if cards and by_index.get(int(cards[0])):
+            a["shard_gpu_uuid"] = by_index[int(cards[0])]
+        out[node] = a
+    return out
+
+
 def _devices(entry: dict, gpu_env: str) -> tuple[list[str], list[str]]:
     """(SLURM_JOB_GPUS indices, CUDA_VISIBLE_DEVICES items) of one node's allocation."""
     idx: list[str] = []

@@ -190,6 +190,8 @@ class StepRunner:
                 "account": job.account, "partition": job.partition, "qos": job.qos, "restarts": job.restarts,
                 "node_list": job.node_list, "gpu_env": self.gpu_env, "array_job_id": job.array_job_id,
                 "array_task_id": job.array_task_id}
+        if self.gpu_env == "uuid":
+            alloc = jobenv.with_gpu_uuids(alloc, {n.name: n.gpus for n in self.store.list_nodes()})
         node_env = jobenv.job_environment(job.spec, view, alloc, t.node, self.cluster_name)
         env = dict(t.env)
         for k in GPU_VARS:

@@ -134,3 +134,29 @@ def test_shard_job_gets_mps_limits_when_the_node_runs_mps(tmp_path, store, monke
 def test_mps_setting_must_be_a_boolean(tmp_path):
     with pytest.raises(ConfigError, match="mps: must be true or false"):
         _cfg(tmp_path, mps="yes")
+
+
+def test_gpu_env_uuid_puts_the_cards_uuids_in_cuda_visible_devices(tmp_path, store, monkeypatch):
+    """gpu_env = "uuid": the whole GPU's UUID from the node's inventory (it used to fall back
+    to the index because nothing filled the allocation's uuids)."""
+    monkeypatch.setattr(isolation, "detect", lambda probe=False: _report("plain"))
+    ag = Agent(_cfg(tmp_path, gpu_env="uuid"), store, ["n1"])
+    _job(store, tmp_path)
+    seen = _captured(monkeypatch)
+    ag.step()
+    [req] = seen
+    assert req.env["CUDA_VISIBLE_DEVICES"] == "GPU-b" and req.env["SLURM_JOB_GPUS"] == "1"
+
+
+@pytest.mark.parametrize("alloc,want", [
+    ({"gpus": [1, 0]}, {"gpus": [1, 0], "gpu_uuids": ["GPU-b", "GPU-a"]}),
+    ({"gpus": [], "shards": 1, "shard_gpus": [1]}, {"gpus": [], "shards": 1, "shard_gpus": [1],
+                                                    "shard_gpu_uuid": "GPU-b"}),
+    ({"gpus": [7]}, {"gpus": [7]}),  # not in the inventory: left to the index
+    ({"gpus": ["0:MIG-x", 1]}, {"gpus": ["0:MIG-x", 1]}),  # mixed: positions would not match
+], ids=["whole", "shard", "unknown", "mixed-mig"])
+def test_with_gpu_uuids(alloc, want):
+    from batchd.jobenv import with_gpu_uuids
+
+    inv = {"n1": [{"index": 0, "uuid": "GPU-a"}, {"index": 1, "uuid": "GPU-b"}]}
+    assert with_gpu_uuids({"n1": alloc}, inv) == {"n1": want}
