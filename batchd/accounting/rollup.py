@@ -2,8 +2,10 @@
 
 `run_rollup(store, now)` takes the usage records that the ledger does not list yet, in
 batches, cuts each run at UTC hour boundaries (hence exactly at day, month and price
-boundaries: prices are hour-aligned) and adds the TRES-seconds to `usage_hourly`,
-marking the records in the ledger in the same transaction. So it is:
+boundaries: prices are hour-aligned) and adds the TRES-seconds to `usage_hourly` and
+to the sums the report reads (`usage_daily`, `gpu_hourly`), marking the records in the
+ledger and adding their start and end to `ledger_edges` (the per-job side of the bill),
+all in the same transaction. So it is:
 
 - incremental: only records not yet in the ledger are read;
 - idempotent: a second run finds nothing to do;

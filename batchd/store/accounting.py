@@ -17,11 +17,13 @@ from batchd.accounting.prices import HOUR_S, Price
 from batchd.store import Store
 from batchd.store.tables import (
     AuditRow,
+    GpuHourly,
     JobEfficiency,
     JobRow,
     LedgerEdge,
     PriceRow,
     RollupLedger,
+    UsageDaily,
     UsageHourly,
     UsageRecord,
 )
@@ -29,9 +31,6 @@ from batchd.store.tables import (
 # Tests set this to a callable(step: str) to fail a rollup between its steps; the
 # transaction must then leave nothing behind.
 fault_hook: Callable[[str], None] | None = None
-
-GROUP_COLUMNS = {"account": UsageHourly.account, "user": UsageHourly.user,
-                 "gpu_type": UsageHourly.gpu_type, "node": UsageHourly.node}
 
 
 # ------------------------------------------------------------------ prices
@@ -123,10 +122,23 @@ WIDE = (("cpu", "cpu_s"), ("mem", "mem_s"), ("node", "node_s"), ("billing", "bil
         ("typed", "gpu_type_s"), ("gpu_busy", "gpu_busy_s"), ("gpu_measured", "gpu_measured_s"))
 _WIDE_INDEX = {name: i for i, (name, _) in enumerate(WIDE)}
 _VALUE_COLS = [c for _, c in WIDE] + ["amount"]
-_UPSERT = ('INSERT INTO usage_hourly (hour, account, "user", node, gpu_type, tres, ' + ", ".join(_VALUE_COLS)
-           + ") VALUES (" + ", ".join(["{m}"] * (6 + len(_VALUE_COLS))) + ") "
-           'ON CONFLICT (hour, account, "user", node, gpu_type, tres) DO UPDATE SET '
-           + ", ".join(f"{c} = usage_hourly.{c} + excluded.{c}" for c in _VALUE_COLS))
+
+
+def _upsert(table: str, keys: tuple[str, ...], values: list[str]) -> str:
+    """INSERT of one row that adds its values to the row with the same key, if any
+    ("{m}" = the driver's parameter mark)."""
+    cols = ", ".join(keys + tuple(values))
+    return (f"INSERT INTO {table} ({cols}) VALUES (" + ", ".join(["{m}"] * (len(keys) + len(values))) + ") "
+            f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET "
+            + ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in values))
+
+
+_KEY = ("account", '"user"', "node", "gpu_type", "tres")
+_UPSERT = _upsert("usage_hourly", ("hour", *_KEY), _VALUE_COLS)
+_DAILY_UPSERT = _upsert("usage_daily", ("day", *_KEY), _VALUE_COLS)
+_GPU_COLS = ["gpu_s", "gpu_type_s", "amount"]
+_GPU_UPSERT = _upsert("gpu_hourly", ("hour", "account", "gpu_type", "tres"), _GPU_COLS)
+DAY_S = 86400
 
 
 def _wide_rows(sums: dict[tuple[int, str, str, str, str, str], float]) -> list[tuple[Any, ...]]:
@@ -147,6 +159,47 @@ def _wide_rows(sums: dict[tuple[int, str, str, str, str, str], float]) -> list[t
     return [(*k, *v) for k, v in rows.items()]
 
 
+def _daily_rows(hourly: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Rows of the hourly table -> their sums per day (rows of `usage_daily`)."""
+    out: dict[tuple[Any, ...], list[float]] = {}
+    for row in hourly:
+        key = (row[0] - row[0] % DAY_S, *row[1:6])
+        vals = out.get(key)
+        if vals is None:
+            out[key] = list(row[6:])
+        else:
+            for i, v in enumerate(row[6:]):
+                vals[i] += v
+    return [(*k, *v) for k, v in out.items()]
+
+
+_GPU_S, _TYPED_S, _AMOUNT = (_VALUE_COLS.index(c) + 6 for c in _GPU_COLS)
+
+
+def _gpu_rows(hourly: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Rows of the hourly table -> their GPU columns per hour, account, GPU type and
+    tres (rows of `gpu_hourly`); rows without GPU-seconds leave nothing."""
+    out: dict[tuple[Any, ...], list[float]] = {}
+    for row in hourly:
+        tres = row[5]
+        if tres:
+            if not tres.startswith("gres/gpu") or not row[_AMOUNT]:
+                continue
+            vals = [0.0, 0.0, row[_AMOUNT]]
+        elif row[_GPU_S] or row[_TYPED_S]:
+            vals = [row[_GPU_S], row[_TYPED_S], 0.0]
+        else:
+            continue
+        key = (row[0], row[1], row[4], tres)
+        have = out.get(key)
+        if have is None:
+            out[key] = vals
+        else:
+            for i, v in enumerate(vals):
+                have[i] += v
+    return [(*k, *v) for k, v in out.items()]
+
+
 def _tall(gtype: str, tres: str, values: Any) -> Iterator[tuple[str, float]]:
     """One (summed) row of the hourly table -> (TRES name, TRES-seconds) pairs, zeros left out."""
     if tres:
@@ -161,10 +214,7 @@ def _tall(gtype: str, tres: str, values: Any) -> Iterator[tuple[str, float]]:
 # the ledger's TRES counted in `ledger_edges` (the charged ones: gres/gpu is not charged)
 _EDGE_COLS = (("cpu_n", "cpu"), ("mem_n", "mem"), ("node_n", "node"), ("billing_n", "billing"), ("typed_n", "typed"))
 _EDGE_VALUES = [f"{c}{x}" for _, c in _EDGE_COLS for x in ("_n", "_ns")] + ["amount_n", "amount_ns"]
-_EDGE_UPSERT = ('INSERT INTO ledger_edges (hour, account, "user", gpu_type, tres, ' + ", ".join(_EDGE_VALUES)
-                + ") VALUES (" + ", ".join(["{m}"] * (5 + len(_EDGE_VALUES))) + ") "
-                'ON CONFLICT (hour, account, "user", gpu_type, tres) DO UPDATE SET '
-                + ", ".join(f"{c} = ledger_edges.{c} + excluded.{c}" for c in _EDGE_VALUES))
+_EDGE_UPSERT = _upsert("ledger_edges", ("hour", "account", '"user"', "gpu_type", "tres"), _EDGE_VALUES)
 
 
 def _edge_rows(ledger: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
@@ -200,9 +250,9 @@ def _edge_rows(ledger: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 def apply_rollup(store: Store, ledger: list[dict[str, Any]],
                  sums: dict[tuple[int, str, str, str, str, str], float], now: float) -> None:
     """Add `sums` ((hour, account, user, node, gpu_type, tres) -> TRES-seconds) to the
-    hourly table, write the `ledger` rows (columns of RollupLedger) of the records they
-    come from and add those rows' edges to `ledger_edges`, in ONE transaction: either
-    all happen or none. A record already in the ledger makes the whole transaction
+    hourly table and to its sums (`usage_daily`, `gpu_hourly`), write the `ledger` rows
+    (columns of RollupLedger) of the records they come from and add those rows' edges
+    to `ledger_edges`, in ONE transaction: either all happen or none. A record already in the ledger makes the whole transaction
     fail (IntegrityError) instead of counting it twice."""
     with store.tx() as s:
         if ledger:
@@ -213,13 +263,11 @@ def apply_rollup(store: Store, ledger: list[dict[str, Any]],
         # than the database's work here (hundreds of thousands of rows per month)
         mark = "%s" if store.engine.dialect.name == "postgresql" else "?"
         conn = s.connection()
-        if sums:
-            rows = _wide_rows(sums)
+        hourly = _wide_rows(sums)
+        for sql, rows in ((_UPSERT, hourly), (_DAILY_UPSERT, _daily_rows(hourly)), (_GPU_UPSERT, _gpu_rows(hourly)),
+                          (_EDGE_UPSERT, _edge_rows(ledger))):
             for i in range(0, len(rows), 10000):
-                conn.exec_driver_sql(_UPSERT.format(m=mark), rows[i:i + 10000])
-        edges = _edge_rows(ledger)
-        for i in range(0, len(edges), 10000):
-            conn.exec_driver_sql(_EDGE_UPSERT.format(m=mark), edges[i:i + 10000])
+                conn.exec_driver_sql(sql.format(m=mark), rows[i:i + 10000])
         if fault_hook is not None:
             fault_hook("sums")
 
@@ -261,47 +309,67 @@ def _hour_col(store: Store, start: int, end: int) -> Any:
     return UsageHourly.hour
 
 
-def _sums() -> list[Any]:
-    return [func.sum(getattr(UsageHourly, c)) for c in _VALUE_COLS]
+def _sums(table: Any = UsageHourly) -> list[Any]:
+    return [func.sum(getattr(table, c)) for c in _VALUE_COLS]
+
+
+def _day_cover(a: int, b: int) -> tuple[tuple[int, int] | None, list[tuple[int, int]]]:
+    """[a, b) (hour-aligned) as the whole UTC days inside it (or None) and the hours
+    left at either end."""
+    d1, d2 = a + (-a) % DAY_S, b - b % DAY_S
+    if d1 >= d2:
+        return None, [(a, b)]
+    return (d1, d2), [(x, y) for x, y in ((a, d1), (d2, b)) if y > x]
 
 
 def rollup_sums(store: Store, segments: list[tuple[int, int]], group_by: list[str],
                 accounts: Iterable[str] | None = None,
                 users: Iterable[str] | None = None) -> list[tuple[int, tuple[str, ...], str, float]]:
     """Rolled-up TRES-seconds per (segment index, group values, tres), for hours in each
-    segment [a, b) (segments hour-aligned). One transaction for all segments."""
-    gcols = [GROUP_COLUMNS[g] for g in group_by]
-    ng = len(gcols)
+    segment [a, b) (segments hour-aligned): whole days from `usage_daily`, the hours of
+    partial days from `usage_hourly`. One transaction for all segments."""
+    ng = len(group_by)
     out: dict[tuple[int, tuple[str, ...], str], float] = defaultdict(float)
     with store.tx() as s:
         for idx, (a, b) in enumerate(segments):
-            hour = _hour_col(store, a, b)
-            q = (select(*gcols, UsageHourly.gpu_type, UsageHourly.tres, *_sums())
-                 .where(hour >= a, hour < b)
-                 .group_by(*gcols, UsageHourly.gpu_type, UsageHourly.tres))
-            q = _filters(q, UsageHourly, accounts, users)
-            for row in s.execute(q):
-                gvals = tuple(row[:ng])
-                for name, v in _tall(row[ng], row[ng + 1], row[ng + 2:]):
-                    out[(idx, gvals, name)] += v
+            days, hours = _day_cover(a, b)
+            ranges: list[tuple[Any, Any, int, int]] = [(UsageHourly, _hour_col(store, x, y), x, y) for x, y in hours]
+            if days:
+                ranges.append((UsageDaily, UsageDaily.day, *days))
+            for table, col, x, y in ranges:
+                gcols = [getattr(table, g) for g in group_by]
+                q = (select(*gcols, table.gpu_type, table.tres, *_sums(table))
+                     .where(col >= x, col < y)
+                     .group_by(*gcols, table.gpu_type, table.tres))
+                for row in s.execute(_filters(q, table, accounts, users)):
+                    gvals = tuple(row[:ng])
+                    for name, v in _tall(row[ng], row[ng + 1], row[ng + 2:]):
+                        out[(idx, gvals, name)] += v
     return [(i, g, t, v) for (i, g, t), v in out.items()]
 
 
 def hourly_gpu(store: Store, start: int, end: int, accounts: Iterable[str] | None = None,
                users: Iterable[str] | None = None) -> list[tuple[int, str, str, float]]:
     """(hour, account, tres, GPU-seconds) for `gres/gpu` and every `gres/gpu:TYPE`, hours
-    in [start, end): feeds borrowed GPU-hours, idle capacity and the daily chart."""
-    q = (select(UsageHourly.hour, UsageHourly.account, UsageHourly.gpu_type, UsageHourly.tres,
-                func.sum(UsageHourly.gpu_s), func.sum(UsageHourly.gpu_type_s), func.sum(UsageHourly.amount))
-         .where(_hour_col(store, start, end) >= start, _hour_col(store, start, end) < end,
-                (UsageHourly.tres == "") | UsageHourly.tres.like("gres/gpu%"))
-         .group_by(UsageHourly.hour, UsageHourly.account, UsageHourly.gpu_type, UsageHourly.tres))
-    q = _filters(q, UsageHourly, accounts, users)
+    in [start, end): feeds borrowed GPU-hours, idle capacity and the daily chart. From
+    `gpu_hourly`; only a filter on users needs `usage_hourly` (the users' rows)."""
+    if users:
+        q = (select(UsageHourly.hour, UsageHourly.account, UsageHourly.gpu_type, UsageHourly.tres,
+                    *[func.sum(getattr(UsageHourly, c)) for c in _GPU_COLS])
+             .where(_hour_col(store, start, end) >= start, _hour_col(store, start, end) < end,
+                    (UsageHourly.tres == "") | UsageHourly.tres.like("gres/gpu%"))
+             .group_by(UsageHourly.hour, UsageHourly.account, UsageHourly.gpu_type, UsageHourly.tres))
+        q = _filters(q, UsageHourly, accounts, users)
+    else:
+        G = GpuHourly
+        q = _filters(select(G.hour, G.account, G.gpu_type, G.tres, G.gpu_s, G.gpu_type_s, G.amount)
+                     .where(G.hour >= start, G.hour < end), G, accounts, None)
     out: dict[tuple[int, str, str], float] = defaultdict(float)
     with store.tx() as s:
         for h, a, gtype, tres, gpu, typed, amount in s.execute(q):
             if tres:
-                out[(int(h), a, tres)] += float(amount or 0.0)
+                if amount:
+                    out[(int(h), a, tres)] += float(amount)
             else:
                 if gpu:
                     out[(int(h), a, "gres/gpu")] += float(gpu)

@@ -251,6 +251,48 @@ class UsageHourly(Base):
                                        name="uq_usage_hourly_key"),)
 
 
+class UsageDaily(Base):
+    """`usage_hourly` summed per UTC day (`day` = its first second), same keys and
+    columns: the report reads whole days of a period here and only the hours of a
+    partial day from `usage_hourly`. Written by the rollup in the same transaction."""
+    __tablename__ = "usage_daily"
+    day: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    account: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user: Mapped[str] = mapped_column(String(64), primary_key=True)
+    node: Mapped[str] = mapped_column(String(1000), primary_key=True)
+    gpu_type: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tres: Mapped[str] = mapped_column(String(100), primary_key=True)
+    cpu_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    mem_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    node_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    billing_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    gpu_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    gpu_type_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    gpu_busy_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    gpu_measured_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    amount: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    # SQLite: rows stored in key order, so that a range of days is read in one sweep
+    __table_args__ = {"sqlite_with_rowid": False}
+
+
+class GpuHourly(Base):
+    """The GPU columns of `usage_hourly` per hour and account only (no user, no node):
+    what borrowed GPU-hours, idle capacity and the daily chart need, a row per hour,
+    account and GPU type instead of one per user and node. `gpu_s`, `gpu_type_s` as in
+    `usage_hourly` (row `tres` = ""); a second GPU type of a run (`gres/gpu:...` other
+    than the row's) has its own row with `tres` = its name and `amount`.
+    Written by the rollup in the same transaction."""
+    __tablename__ = "gpu_hourly"
+    hour: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    account: Mapped[str] = mapped_column(String(64), primary_key=True)
+    gpu_type: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tres: Mapped[str] = mapped_column(String(100), primary_key=True)
+    gpu_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    gpu_type_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    amount: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    __table_args__ = {"sqlite_with_rowid": False}
+
+
 class RollupLedger(Base):
     """The rollup's watermark, kept per usage record, and the per-job side of the bill's
     check: a row per usage record already added to `usage_hourly`, written in the same
