@@ -30,7 +30,10 @@ _KEY_INDEX = {"account": 1, "user": 2, "node": 3, "gpu_type": 4}
 
 
 def capacity_of(store: Store) -> dict[str, float]:
-    """Cluster capacity from the nodes table: {"cpu": n, "gres/gpu": n, "gres/gpu:TYPE": n}."""
+    """Cluster capacity from the nodes table: {"cpu": n, "gres/gpu": n, "gres/gpu:TYPE": n}.
+    A GPU in MIG mode is one card toward "gres/gpu" (its instances count their share of
+    it there) and, by type, only its instances: one "gres/gpu:PROFILE" each, none of
+    its model, which it does not offer whole."""
     cap: dict[str, float] = defaultdict(float)
     for n in store.list_nodes():
         cap["cpu"] += n.cpus
@@ -39,7 +42,12 @@ def capacity_of(store: Store) -> dict[str, float]:
                 continue
             c = float(g.get("count", 1)) if "count" in g else 1.0
             cap["gres/gpu"] += c
-            cap[f"gres/gpu:{g.get('type') or 'gpu'}"] += c
+            migs = [m for m in g.get("mig") or [] if isinstance(m, dict)]
+            if migs:
+                for m in migs:
+                    cap[f"gres/gpu:{m.get('profile') or 'mig'}"] += 1.0
+            else:
+                cap[f"gres/gpu:{g.get('type') or 'gpu'}"] += c
     return dict(cap)
 
 

@@ -11,6 +11,7 @@ from sqlalchemy import select
 from batchd.accounting.prices import make_price
 from batchd.accounting.report import build_report
 from batchd.accounting.rollup import run_rollup
+from batchd.model import Node
 from batchd.store import accounting as sql
 from batchd.store.tables import UsageHourly
 
@@ -136,6 +137,27 @@ def test_quota_borrowed_idle_and_spread(store):
     assert rep["idle_gpu_hours"] == 96 - 6 and rep["idle_cost"] == "90.00"
     assert (a["idle_cost"], b["idle_cost"]) == ("22.50", "67.50")
     assert rep["totals"]["cost_with_idle"] == "96.00"
+
+
+def test_idle_capacity_counts_a_mig_gpu_as_its_slices(store):
+    # gpu01: GPU 0 whole, GPU 1 in MIG mode as seven 1g.24gb instances (each 1/7 of it)
+    mig = [{"profile": "1g.24gb", "uuid": f"MIG-{i}"} for i in range(7)]
+    store.upsert_node(Node(name="gpu01", state="IDLE", cpus=64, memory_mb=512000, heartbeat=0.0,
+                           gpus=[{"index": 0, "uuid": "GPU-0", "type": "h200"},
+                                 {"index": 1, "uuid": "GPU-1", "type": "h200", "mig": mig}]))
+    _prices(store, ("gres/gpu:h200", "2.00", "EUR", "2026-01-01"), ("gres/gpu:1g.24gb", "0.30", "EUR", "2026-01-01"))
+    insert_usage(store, [usage(ts("2026-10-01T00:00"), ts("2026-10-01T02:00"), tres=H200),
+                         usage(ts("2026-10-01T05:00"), ts("2026-10-01T08:00"),
+                               tres={"gres/gpu": 1 / 7, "gres/gpu:1g.24gb": 1})])
+    run_rollup(store, 0)
+    rep = build_report(store, start=int(ts("2026-10-01")), end=int(ts("2026-10-02")), now=ts("2030-01-01"),
+                       raw=True)
+    # the MIG GPU is no whole h200: its capacity is its seven slices (and one card)
+    assert rep["capacity"] == {"cpu": 64.0, "gres/gpu": 2.0, "gres/gpu:h200": 1.0, "gres/gpu:1g.24gb": 7.0}
+    # idle h200: 24 - 2 h at 2.00; idle slices: 7 x 24 - 3 h at 0.30
+    assert rep["idle_cost"] == "93.50"
+    assert rep["idle_gpu_hours"] == round(48 - 2 - 3 / 7, 6) and rep["capacity_gpu_hours"] == 48.0
+    assert rep["totals"]["cost"] == "4.90" and rep["reconciled"]
 
 
 def test_rows_add_up_to_the_total_to_the_cent(store):
