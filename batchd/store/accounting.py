@@ -7,14 +7,28 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any, NamedTuple
 
 from sqlalchemy import func, insert, select
 
-from batchd.accounting.prices import HOUR_S, Price
+from batchd.accounting.prices import DAY_S, Price
 from batchd.store import Store
+from batchd.store.rollup_rows import (
+    DAILY_UPSERT,
+    EDGE_COLS,
+    EDGE_UPSERT,
+    GPU_COLS,
+    GPU_UPSERT,
+    HOURLY_UPSERT,
+    VALUE_COLS,
+    daily_rows,
+    edge_rows,
+    gpu_rows,
+    tall,
+    wide_rows,
+)
 from batchd.store.tables import (
     AuditRow,
     GpuHourly,
@@ -117,136 +131,6 @@ def unrolled_usage(store: Store, limit: int) -> list[Run]:
         return [Run(*r) for r in s.execute(q)]
 
 
-# the common TRES, as columns of the hourly table ("typed" = gres/gpu:<the row's gpu_type>)
-WIDE = (("cpu", "cpu_s"), ("mem", "mem_s"), ("node", "node_s"), ("billing", "billing_s"), ("gres/gpu", "gpu_s"),
-        ("typed", "gpu_type_s"), ("gpu_busy", "gpu_busy_s"), ("gpu_measured", "gpu_measured_s"))
-_WIDE_INDEX = {name: i for i, (name, _) in enumerate(WIDE)}
-_VALUE_COLS = [c for _, c in WIDE] + ["amount"]
-
-
-def _upsert(table: str, keys: tuple[str, ...], values: list[str]) -> str:
-    """INSERT of one row that adds its values to the row with the same key, if any
-    ("{m}" = the driver's parameter mark)."""
-    cols = ", ".join(keys + tuple(values))
-    return (f"INSERT INTO {table} ({cols}) VALUES (" + ", ".join(["{m}"] * (len(keys) + len(values))) + ") "
-            f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET "
-            + ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in values))
-
-
-_KEY = ("account", '"user"', "node", "gpu_type", "tres")
-_UPSERT = _upsert("usage_hourly", ("hour", *_KEY), _VALUE_COLS)
-_DAILY_UPSERT = _upsert("usage_daily", ("day", *_KEY), _VALUE_COLS)
-_GPU_COLS = ["gpu_s", "gpu_type_s", "amount"]
-_GPU_UPSERT = _upsert("gpu_hourly", ("hour", "account", "gpu_type", "tres"), _GPU_COLS)
-DAY_S = 86400
-
-
-def _wide_rows(sums: dict[tuple[int, str, str, str, str, str], float]) -> list[tuple[Any, ...]]:
-    """Tall sums ((hour, account, user, node, gpu_type, tres) -> TRES-seconds) -> rows of
-    the hourly table: one row of columns per (hour, account, user, node, gpu_type) for
-    the common TRES, one row per other TRES."""
-    rows: dict[tuple[Any, ...], list[float]] = {}
-    n = len(_VALUE_COLS)
-    for (hour, account, user, node, gtype, tres), v in sums.items():
-        i = _WIDE_INDEX.get(tres)
-        if i is None and gtype and tres == "gres/gpu:" + gtype:
-            i = _WIDE_INDEX["typed"]
-        key = (hour, account, user, node, gtype, "" if i is not None else tres)
-        vals = rows.get(key)
-        if vals is None:
-            vals = rows[key] = [0.0] * n
-        vals[n - 1 if i is None else i] += v
-    return [(*k, *v) for k, v in rows.items()]
-
-
-def _daily_rows(hourly: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """Rows of the hourly table -> their sums per day (rows of `usage_daily`)."""
-    out: dict[tuple[Any, ...], list[float]] = {}
-    for row in hourly:
-        key = (row[0] - row[0] % DAY_S, *row[1:6])
-        vals = out.get(key)
-        if vals is None:
-            out[key] = list(row[6:])
-        else:
-            for i, v in enumerate(row[6:]):
-                vals[i] += v
-    return [(*k, *v) for k, v in out.items()]
-
-
-_GPU_S, _TYPED_S, _AMOUNT = (_VALUE_COLS.index(c) + 6 for c in _GPU_COLS)
-
-
-def _gpu_rows(hourly: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """Rows of the hourly table -> their GPU columns per hour, account, GPU type and
-    tres (rows of `gpu_hourly`); rows without GPU-seconds leave nothing."""
-    out: dict[tuple[Any, ...], list[float]] = {}
-    for row in hourly:
-        tres = row[5]
-        if tres:
-            if not tres.startswith("gres/gpu") or not row[_AMOUNT]:
-                continue
-            vals = [0.0, 0.0, row[_AMOUNT]]
-        elif row[_GPU_S] or row[_TYPED_S]:
-            vals = [row[_GPU_S], row[_TYPED_S], 0.0]
-        else:
-            continue
-        key = (row[0], row[1], row[4], tres)
-        have = out.get(key)
-        if have is None:
-            out[key] = vals
-        else:
-            for i, v in enumerate(vals):
-                have[i] += v
-    return [(*k, *v) for k, v in out.items()]
-
-
-def _tall(gtype: str, tres: str, values: Any) -> Iterator[tuple[str, float]]:
-    """One (summed) row of the hourly table -> (TRES name, TRES-seconds) pairs, zeros left out."""
-    if tres:
-        if values[-1]:
-            yield tres, float(values[-1])
-        return
-    for (name, _), v in zip(WIDE, values, strict=False):
-        if v:
-            yield ("gres/gpu:" + gtype if name == "typed" else name), float(v)
-
-
-# the ledger's TRES counted in `ledger_edges` (the charged ones: gres/gpu is not charged)
-_EDGE_COLS = (("cpu_n", "cpu"), ("mem_n", "mem"), ("node_n", "node"), ("billing_n", "billing"), ("typed_n", "typed"))
-_EDGE_VALUES = [f"{c}{x}" for _, c in _EDGE_COLS for x in ("_n", "_ns")] + ["amount_n", "amount_ns"]
-_EDGE_UPSERT = _upsert("ledger_edges", ("hour", "account", '"user"', "gpu_type", "tres"), _EDGE_VALUES)
-
-
-def _edge_rows(ledger: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    """Ledger rows -> rows of `ledger_edges` (see there): each run adds its counts, and
-    counts x seconds past the hour, at the hour it starts, and takes them away at the
-    hour it ends. Empty runs leave nothing."""
-    rows: dict[tuple[Any, ...], list[float]] = {}
-    n_wide = 2 * len(_EDGE_COLS)
-
-    def add(key: tuple[Any, ...], i: int, n: float, t: int) -> None:
-        vals = rows.get(key)
-        if vals is None:
-            vals = rows[key] = [0.0] * (n_wide + 2)
-        vals[i] += n
-        vals[i + 1] += n * (t % HOUR_S)
-
-    for r in ledger:
-        s, e = int(r["start_s"]), int(r["end_s"])
-        if e <= s:
-            continue
-        who = (r["account"], r["user"], r["gpu_type"])
-        for sign, t in ((1.0, s), (-1.0, e)):
-            hour = t - t % HOUR_S
-            for i, (col, _) in enumerate(_EDGE_COLS):
-                if r[col]:
-                    add((hour, *who, ""), 2 * i, sign * r[col], t)
-            for name, n in (r.get("other") or {}).items():
-                if n:
-                    add((hour, *who, name), n_wide, sign * float(n), t)
-    return [(*k, *v) for k, v in rows.items()]
-
-
 def apply_rollup(store: Store, ledger: list[dict[str, Any]],
                  sums: dict[tuple[int, str, str, str, str, str], float], now: float) -> None:
     """Add `sums` ((hour, account, user, node, gpu_type, tres) -> TRES-seconds) to the
@@ -263,9 +147,9 @@ def apply_rollup(store: Store, ledger: list[dict[str, Any]],
         # than the database's work here (hundreds of thousands of rows per month)
         mark = "%s" if store.engine.dialect.name == "postgresql" else "?"
         conn = s.connection()
-        hourly = _wide_rows(sums)
-        for sql, rows in ((_UPSERT, hourly), (_DAILY_UPSERT, _daily_rows(hourly)), (_GPU_UPSERT, _gpu_rows(hourly)),
-                          (_EDGE_UPSERT, _edge_rows(ledger))):
+        hourly = wide_rows(sums)
+        for sql, rows in ((HOURLY_UPSERT, hourly), (DAILY_UPSERT, daily_rows(hourly)), (GPU_UPSERT, gpu_rows(hourly)),
+                          (EDGE_UPSERT, edge_rows(ledger))):
             for i in range(0, len(rows), 10000):
                 conn.exec_driver_sql(sql.format(m=mark), rows[i:i + 10000])
         if fault_hook is not None:
@@ -310,7 +194,7 @@ def _hour_col(store: Store, start: int, end: int) -> Any:
 
 
 def _sums(table: Any = UsageHourly) -> list[Any]:
-    return [func.sum(getattr(table, c)) for c in _VALUE_COLS]
+    return [func.sum(getattr(table, c)) for c in VALUE_COLS]
 
 
 def _day_cover(a: int, b: int) -> tuple[tuple[int, int] | None, list[tuple[int, int]]]:
@@ -343,7 +227,7 @@ def rollup_sums(store: Store, segments: list[tuple[int, int]], group_by: list[st
                      .group_by(*gcols, table.gpu_type, table.tres))
                 for row in s.execute(_filters(q, table, accounts, users)):
                     gvals = tuple(row[:ng])
-                    for name, v in _tall(row[ng], row[ng + 1], row[ng + 2:]):
+                    for name, v in tall(row[ng], row[ng + 1], row[ng + 2:]):
                         out[(idx, gvals, name)] += v
     return [(i, g, t, v) for (i, g, t), v in out.items()]
 
@@ -355,7 +239,7 @@ def hourly_gpu(store: Store, start: int, end: int, accounts: Iterable[str] | Non
     `gpu_hourly`; only a filter on users needs `usage_hourly` (the users' rows)."""
     if users:
         q = (select(UsageHourly.hour, UsageHourly.account, UsageHourly.gpu_type, UsageHourly.tres,
-                    *[func.sum(getattr(UsageHourly, c)) for c in _GPU_COLS])
+                    *[func.sum(getattr(UsageHourly, c)) for c in GPU_COLS])
              .where(_hour_col(store, start, end) >= start, _hour_col(store, start, end) < end,
                     (UsageHourly.tres == "") | UsageHourly.tres.like("gres/gpu%"))
              .group_by(UsageHourly.hour, UsageHourly.account, UsageHourly.gpu_type, UsageHourly.tres))
@@ -451,7 +335,7 @@ def ledger_sums(store: Store, segments: list[tuple[int, int]], accounts: Iterabl
     has ended, so all of a run's n add up to 0). So the segments are summed from the
     last one back, starting from the hours after the period."""
     E = LedgerEdge
-    pairs = [(name, getattr(E, col), getattr(E, col + "s")) for col, name in _EDGE_COLS]
+    pairs = [(name, getattr(E, col), getattr(E, col + "s")) for col, name in EDGE_COLS]
     pairs.append(("amount", E.amount_n, E.amount_ns))
 
     def name_of(gtype: str, tres: str, name: str) -> str:

@@ -17,7 +17,7 @@ from alembic import command
 from sqlalchemy import select
 
 from batchd.accounting.rollup import run_rollup
-from batchd.store import Store
+from batchd.store import Store, rollup_rows
 from batchd.store import accounting as sql
 from batchd.store.migrate import _alembic_config, upgrade
 from batchd.store.tables import GpuHourly, UsageDaily, UsageHourly
@@ -56,21 +56,21 @@ _KEY = ["account", "user", "node", "gpu_type", "tres"]
 
 def _check_sums(store):
     """usage_daily and gpu_hourly equal the hourly table summed."""
-    hourly = _rows(store, UsageHourly, ["hour", *_KEY], sql._VALUE_COLS)
+    hourly = _rows(store, UsageHourly, ["hour", *_KEY], rollup_rows.VALUE_COLS)
     days, gpu = defaultdict(lambda: [0.0] * 9), defaultdict(lambda: [0.0] * 3)
     for (hour, acct, user, node, gtype, tres), vals in hourly.items():
         d = days[(hour - hour % DAY, acct, user, node, gtype, tres)]
         for i, v in enumerate(vals):
             d[i] += v
-        v = dict(zip(sql._VALUE_COLS, vals, strict=True))
+        v = dict(zip(rollup_rows.VALUE_COLS, vals, strict=True))
         if tres == "" and (v["gpu_s"] or v["gpu_type_s"]):
             g = gpu[(hour, acct, gtype, tres)]
             g[0] += v["gpu_s"]
             g[1] += v["gpu_type_s"]
         elif tres.startswith("gres/gpu") and v["amount"]:
             gpu[(hour, acct, gtype, tres)][2] += v["amount"]
-    _same(_rows(store, UsageDaily, ["day", *_KEY], sql._VALUE_COLS), days)
-    _same(_rows(store, GpuHourly, ["hour", "account", "gpu_type", "tres"], sql._GPU_COLS), gpu)
+    _same(_rows(store, UsageDaily, ["day", *_KEY], rollup_rows.VALUE_COLS), days)
+    _same(_rows(store, GpuHourly, ["hour", "account", "gpu_type", "tres"], rollup_rows.GPU_COLS), gpu)
     assert hourly
 
 
@@ -144,13 +144,13 @@ def _hourly_only(store, segments, group_by, accounts=None, users=None):
     """rollup_sums' answer computed from the hourly table alone."""
     out = defaultdict(float)
     for (hour, acct, user, node, gtype, tres), vals in _rows(store, UsageHourly, ["hour", *_KEY],
-                                                               sql._VALUE_COLS).items():
+                                                               rollup_rows.VALUE_COLS).items():
         if (accounts and acct not in accounts) or (users and user not in users):
             continue
         row = {"account": acct, "user": user, "node": node, "gpu_type": gtype}
         for idx, (a, b) in enumerate(segments):
             if a <= hour < b:
-                for name, v in sql._tall(gtype, tres, vals):
+                for name, v in rollup_rows.tall(gtype, tres, vals):
                     out[(idx, tuple(row[g] for g in group_by), name)] += v
     return dict(out)
 
@@ -190,15 +190,15 @@ def test_migration_fills_the_sums_from_the_hourly_table(db_url):
         upgrade(store.engine)
         insert_usage(store, _records(300))
         run_rollup(store, 0, batch=100)
-        before = (_rows(store, UsageDaily, ["day", *_KEY], sql._VALUE_COLS),
-                  _rows(store, GpuHourly, ["hour", "account", "gpu_type", "tres"], sql._GPU_COLS))
+        before = (_rows(store, UsageDaily, ["day", *_KEY], rollup_rows.VALUE_COLS),
+                  _rows(store, GpuHourly, ["hour", "account", "gpu_type", "tres"], rollup_rows.GPU_COLS))
         cfg = _alembic_config()
         with store.engine.begin() as conn:  # back to before the sums existed, and up again
             cfg.attributes["connection"] = conn
             command.downgrade(cfg, "0005")
         upgrade(store.engine)
         _check_sums(store)
-        _same(_rows(store, UsageDaily, ["day", *_KEY], sql._VALUE_COLS), before[0])
-        _same(_rows(store, GpuHourly, ["hour", "account", "gpu_type", "tres"], sql._GPU_COLS), before[1])
+        _same(_rows(store, UsageDaily, ["day", *_KEY], rollup_rows.VALUE_COLS), before[0])
+        _same(_rows(store, GpuHourly, ["hour", "account", "gpu_type", "tres"], rollup_rows.GPU_COLS), before[1])
     finally:
         store.close()

@@ -13,7 +13,7 @@ from sqlalchemy import insert, select
 
 from batchd.accounting.charge import charge_counts, gpu_type_of, run_seconds
 from batchd.accounting.rollup import ledger_entry, run_rollup
-from batchd.store import Store
+from batchd.store import Store, rollup_rows
 from batchd.store import accounting as sql
 from batchd.store.migrate import upgrade
 from batchd.store.tables import LedgerEdge, RollupLedger
@@ -130,7 +130,7 @@ def test_migration_fills_edges_from_an_existing_ledger(db_url):
             s.execute(insert(RollupLedger), ledger)
         upgrade(store.engine)
         got = _edges(store)
-        want = {k[:5]: tuple(k[5:]) for k in sql._edge_rows(ledger)}
+        want = {k[:5]: tuple(k[5:]) for k in rollup_rows.edge_rows(ledger)}
         assert set(got) == set(want)
         for k, v in want.items():
             assert got[k] == pytest.approx(v, rel=1e-12, abs=1e-9), k
@@ -143,7 +143,7 @@ def test_migration_fills_edges_from_an_existing_ledger(db_url):
 
 def _edges(store):
     with store.tx() as s:
-        rows = list(s.execute(select(LedgerEdge.hour, LedgerEdge.account, LedgerEdge.user, LedgerEdge.gpu_type,
-                                     LedgerEdge.tres, *[getattr(LedgerEdge, c) for c in sql._EDGE_VALUES])))
+        found = list(s.execute(select(LedgerEdge.hour, LedgerEdge.account, LedgerEdge.user, LedgerEdge.gpu_type,
+                                      LedgerEdge.tres, *[getattr(LedgerEdge, c) for c in rollup_rows.EDGE_VALUES])))
     # rows the migration's SQL keeps with all zeros are the same as no row
-    return {tuple(r[:5]): tuple(r[5:]) for r in rows if any(r[5:])}
+    return {tuple(r[:5]): tuple(r[5:]) for r in found if any(r[5:])}

@@ -14,6 +14,7 @@ from sqlalchemy import select
 
 from batchd.accounting.rollup import run_rollup, sums_of
 from batchd.store import accounting as sql
+from batchd.store import rollup_rows
 from batchd.store.tables import UsageHourly
 
 
@@ -23,7 +24,7 @@ def _table(store):
         rows = list(s.scalars(select(UsageHourly)))
     out = {}
     for r in rows:
-        for name, v in sql._tall(r.gpu_type, r.tres, [getattr(r, c) for c in sql._VALUE_COLS]):
+        for name, v in rollup_rows.tall(r.gpu_type, r.tres, [getattr(r, c) for c in rollup_rows.VALUE_COLS]):
             key = (r.hour, r.account, r.user, r.node, r.gpu_type, name)
             assert key not in out
             out[key] = v
