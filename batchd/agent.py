@@ -268,7 +268,11 @@ class Agent:
             code, sig, end = st.exit_code, st.signal, st.end_time or now
             if j.action == "requeue" and state in ("PREEMPTED", "CANCELLED"):
                 state = "REQUEUED"
-        start = st.start_time or j.start_time or end
+        # the run's start is the allocation's (the job's start_time, as squeue and Slurm's
+        # sacct show it: the GPUs are held from then), the supervisor's own start only for a
+        # run that is not the job's current one
+        current = st.run == j.restarts and j.start_time
+        start = (j.start_time if current else st.start_time) or st.start_time or end
         self._record(j, state, code, sig, start, end, st.rusage if not lost else None, run=st.run)
         self._sent.pop((j.id, st.run), None)
 
