@@ -100,6 +100,12 @@ def bench(label: str, url: str, n: int) -> None:
 
 
 def main() -> None:
+    if "-h" in sys.argv[1:] or "--help" in sys.argv[1:]:
+        print(__doc__.strip())
+        return
+    unknown = [a for a in sys.argv[1:] if a.startswith("-") and a != "--sqlite-only"]
+    if unknown:
+        sys.exit(f"bench_report: unknown option {unknown[0]} (see --help)")
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     n = int(args[0]) if args else 1_000_000
     with tempfile.TemporaryDirectory() as d:
