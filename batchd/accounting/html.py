@@ -63,7 +63,7 @@ def _quota_svg(rows: list[dict[str, Any]]) -> str:
         y = 10 + i * (2 * bar + gap)
         used, quota = r.get("gpu_hours") or 0.0, r.get("quota_gpu_hours")
         parts.append(f'<text x="{left - 8}" y="{y + bar + 4}" text-anchor="end" font-size="12">'
-                     f'{escape(str(r["account"]))}</text>')
+                     f'{escape(str(r["account"]) + (" " + str(r["gpu_type"]) if r.get("gpu_type") else ""))}</text>')
         if quota is not None:
             parts.append(f'<rect class="quota" x="{left}" y="{y}" width="{max(quota * scale, 1):.2f}" '
                          f'height="{bar}" fill="#bab0ac"><title>quota {quota:,.2f} GPU-h</title></rect>')

@@ -38,7 +38,7 @@ def columns(rep: dict[str, Any]) -> list[tuple[str, str]]:
         cols += [(f"gpuh:{t}", f"GPU-h {t}") for t in types]
     cols += [("cpu_hours", "CPU-h"), ("billing", "Billing-h"), ("cost", f"Cost {cur}".strip())]
     first = rep["rows"][0] if rep["rows"] else {}
-    if "quota_gpu_hours" in first:
+    if any("quota_gpu_hours" in r for r in rep["rows"]):
         cols += [("quota_gpu_hours", "Quota GPU-h"), ("quota_used_pct", "Quota %"),
                  ("borrowed_gpu_hours", "Borrowed GPU-h")]
     if "idle_cost" in first:

@@ -182,10 +182,18 @@ def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str
                 p = unit_price(book, t, h)
                 if p and free:
                     idle_exact += p * Fraction(free)
-    acct_hour: dict[tuple[str, int], float] = defaultdict(float)
+    acct_hour: dict[tuple[str, int], float] = defaultdict(float)   # (account, hour)
+    type_hour: dict[tuple[str, str, int], float] = defaultdict(float)  # (account, gpu type, hour)
     for h, acct, t, v in hourly:
         if t == "gres/gpu":
             acct_hour[(acct, h)] += v
+        elif t.startswith("gres/gpu:"):
+            type_hour[(acct, t[9:], h)] += v
+    # --by account,gpu-type: a row's quota is the account's quota for that GPU model
+    # (`gres/gpu:TYPE`, Kueue's per-flavor quota), where the account sets one
+    by_type = sorted(group_by) == ["account", "gpu_type"]
+    type_quota = {(a.name, r[9:]): float(v.get("quota", 0) or 0) for a in acct_list
+                  for r, v in a.resources.items() if r.startswith("gres/gpu:") and "quota" in v}
 
     # ---- rows
     only_account = group_by == ["account"]
@@ -207,8 +215,13 @@ def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str
         row["cpu_hours"] = _hours(a.get("cpu", 0.0))
         row["billing"] = _hours(a.get("billing", 0.0))
         row["cost"] = str(cost)
-        if only_account:
-            q = quota.get(gvals[0], 0.0)
+        if only_account or (by_type and (row["account"], row["gpu_type"]) in type_quota):
+            if only_account:
+                q = quota.get(gvals[0], 0.0)
+                used = [acct_hour.get((gvals[0], h), 0.0) for h in range(start, upto, HOUR_S)]
+            else:
+                q = type_quota[(row["account"], row["gpu_type"])]
+                used = [type_hour.get((row["account"], row["gpu_type"], h), 0.0) for h in range(start, upto, HOUR_S)]
             if q < 0:
                 row.update(quota_gpu_hours=None, quota_used_pct=None, borrowed_gpu_hours=0.0)
             else:
@@ -216,9 +229,8 @@ def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str
                 row["quota_gpu_hours"] = round(qh, 6)
                 row["quota_used_pct"] = round(100.0 * row["gpu_hours"] / qh, 2) if qh else None
                 borrowed = 0.0
-                for h in range(start, upto, HOUR_S):
-                    secs = min(h + HOUR_S, upto) - h
-                    borrowed += max(0.0, acct_hour.get((gvals[0], h), 0.0) - q * secs)
+                for h, u in zip(range(start, upto, HOUR_S), used, strict=True):
+                    borrowed += max(0.0, u - q * (min(h + HOUR_S, upto) - h))
                 row["borrowed_gpu_hours"] = _hours(borrowed)
         measured = a.get("gpu_measured", 0.0)
         row["gpu_efficiency_pct"] = round(100.0 * a.get("gpu_busy", 0.0) / measured, 1) if measured else None

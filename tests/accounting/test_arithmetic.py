@@ -139,6 +139,33 @@ def test_quota_borrowed_idle_and_spread(store):
     assert rep["totals"]["cost_with_idle"] == "96.00"
 
 
+def test_quota_per_gpu_type_with_by_account_gpu_type(store):
+    """--by account,gpu-type: a row's quota is the account's `gres/gpu:TYPE` quota (per GPU
+    model); a type without one has no quota columns in its row."""
+    from batchd.model import Account
+
+    add_node(store, "gpu01", 4)
+    store.put_account(Account(name="a", parent="root", resources={
+        "gres/gpu": {"quota": 3, "limit": -1}, "gres/gpu:h200": {"quota": 1, "limit": -1}}))
+    _prices(store, ("gres/gpu:h200", "1.00", "EUR", "2026-01-01"), ("gres/gpu:l4", "0.50", "EUR", "2026-01-01"))
+    insert_usage(store, [usage(ts("2026-10-01T00:00"), ts("2026-10-01T02:00"),
+                               tres={"gres/gpu": 3, "gres/gpu:h200": 3}),
+                         usage(ts("2026-10-01T03:00"), ts("2026-10-01T04:00"),
+                               tres={"gres/gpu": 2, "gres/gpu:l4": 2})])
+    run_rollup(store, 0)
+    rep = build_report(store, start=int(ts("2026-10-01")), end=int(ts("2026-10-02")), now=ts("2030-01-01"),
+                       group_by=["account", "gpu_type"])
+    h200, l4 = _row(rep, account="a", gpu_type="h200"), _row(rep, account="a", gpu_type="l4")
+    # 3 h200 for 2 h on a 1-GPU h200 quota: 2 borrowed for 2 h
+    assert (h200["quota_gpu_hours"], h200["borrowed_gpu_hours"], h200["gpu_hours"]) == (24.0, 4.0, 6.0)
+    assert h200["quota_used_pct"] == 25.0
+    assert "quota_gpu_hours" not in l4 and l4["gpu_hours"] == 2.0
+    assert rep["reconciled"]
+    from batchd.accounting.render import columns
+
+    assert ("quota_gpu_hours", "Quota GPU-h") in columns(rep)
+
+
 def test_idle_capacity_counts_a_mig_gpu_as_its_slices(store):
     # gpu01: GPU 0 whole, GPU 1 in MIG mode as seven 1g.24gb instances (each 1/7 of it)
     mig = [{"profile": "1g.24gb", "uuid": f"MIG-{i}"} for i in range(7)]
