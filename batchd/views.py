@@ -9,6 +9,7 @@ from typing import Any
 
 from batchd.config import Config
 from batchd.hostlist import compress
+from batchd.hostlist import ranges as _ranges
 from batchd.model import Job, Node, UsageRec
 from batchd.tres import format_tres, parse_tres
 
@@ -48,18 +49,6 @@ def gpu_indices(alloc: dict[str, Any] | None) -> dict[str, list[Any]]:
     if not alloc:
         return {}
     return {n: list(a.get("gpus", [])) for n, a in alloc.items() if isinstance(a, dict)}
-
-
-def _ranges(idx: list[int]) -> str:
-    out, i = [], 0
-    s = sorted(idx)
-    while i < len(s):
-        j = i
-        while j + 1 < len(s) and s[j + 1] == s[j] + 1:
-            j += 1
-        out.append(str(s[i]) if i == j else f"{s[i]}-{s[j]}")
-        i = j + 1
-    return ",".join(out)
 
 
 def cpu_id_ranges(alloc: dict[str, Any] | None) -> dict[str, str]:
