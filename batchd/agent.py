@@ -16,7 +16,7 @@ import signal as _signal
 import time
 from typing import Any
 
-from batchd import jobenv, launcher
+from batchd import isolation, jobenv, launcher
 from batchd.config import Config
 from batchd.errors import ConfigError
 from batchd.model import Job
@@ -52,8 +52,6 @@ class Agent:
         """Detect (and, where the static checks pass, probe) the isolation this node
         offers and choose the launcher's mode; ConfigError when "systemd" was asked for
         and cannot be had."""
-        from batchd import isolation
-
         report = isolation.detect(probe=setting != "plain")
         try:
             mode = isolation.choose_mode(setting, report)
@@ -160,31 +158,25 @@ class Agent:
         return out
 
     # ------------------------------------------------------------------ launch
-    def _mps_env(self, node: str, alloc_node: dict[str, Any]) -> dict[str, str]:
-        """MPS limits for a shard job: its share of the card its shards are on."""
-        inv = next((n.gpus for n in self.store.list_nodes() if n.name == node), [])
-        card = alloc_node.get("shard_gpu")
-        mem = next((g.get("memory_mb") for g in inv if isinstance(g, dict) and g.get("index") == card), None)
-        return jobenv.mps_environment(int(alloc_node["shards"]), self.cfg.shard_per_gpu,
-                                      int(mem) if mem else None)
-
-    def _devices(self, node: str, alloc_node: dict[str, Any]) -> list[str]:
-        """The device nodes the job's unit may open (DevicePolicy=closed + these)."""
-        from batchd import isolation
-
-        inv = next((n.gpus for n in self.store.list_nodes() if n.name == node), [])
-        return isolation.job_devices(alloc_node, inv)
-
     def _launch(self, j: Job) -> None:
         alloc = j.allocation or {}
         node = next(iter(alloc))
         spec = j.spec
         view = self._job_dict(j)
+        mps = self.cfg.mps and bool(alloc[node].get("shards"))
+        # the nodes' GPU inventories, read once, for what needs more than the allocation
+        inv = ({n.name: n.gpus for n in self.store.list_nodes()}
+               if self.cfg.gpu_env == "uuid" or mps or self.isolation == "systemd" else {})
         if self.cfg.gpu_env == "uuid":
-            alloc = jobenv.with_gpu_uuids(alloc, {n.name: n.gpus for n in self.store.list_nodes()})
+            alloc = jobenv.with_gpu_uuids(alloc, inv)
         env = jobenv.full_environment(spec, view, alloc, node, self.cfg.cluster_name)
-        if self.cfg.mps and alloc[node].get("shards"):
-            env.update(self._mps_env(node, alloc[node]))
+        if mps:
+            # MPS limits for a shard job: its share of the card its shards are on
+            card = jobenv.shard_card(alloc[node])
+            mem = next((g.get("memory_mb") for g in inv.get(node, [])
+                        if isinstance(g, dict) and g.get("index") == card), None)
+            env.update(jobenv.mps_environment(int(alloc[node]["shards"]), self.cfg.shard_per_gpu,
+                                              int(mem) if mem else None))
         workdir = spec.get("workdir") or "/"
         out = _path(jobenv.expand_pattern(spec.get("output") or jobenv.default_output(view), view, node), workdir)
         err_pat = spec.get("error")
@@ -217,7 +209,7 @@ class Agent:
             node=node,
             isolation="systemd" if self.isolation == "systemd" else "plain",
             cpu_ids=[int(c) for c in alloc[node].get("cpu_ids") or []] or None,
-            devices=self._devices(node, alloc[node]) if self.isolation == "systemd" else None,
+            devices=isolation.job_devices(alloc[node], inv.get(node)) if self.isolation == "systemd" else None,
         )
         try:
             info = launcher.launch(req, self.spool)

@@ -370,11 +370,6 @@ class Controller:
             if st.get("after"):
                 continue  # waits for its victims' devices; a later cycle starts it
             alloc = st["allocation"]
-            for a in alloc.values():
-                if a.get("shard_gpus"):
-                    # the scheduler chose the card; the single-card key is kept for its readers
-                    # (the agent's MPS limits, jobenv of agents not yet upgraded)
-                    a["shard_gpu"] = a["shard_gpus"][0]
             tres = alloc_tres(alloc, inv)
             bill = billing(self.weights, tres)
             changes.append((int(st["job"]), ("PENDING",), {

@@ -179,18 +179,18 @@ def job_devices(alloc_node: dict[str, Any], inventory: list[dict[str, Any]] | No
     """The device nodes a job may open on one node, from its allocation there.
 
     `alloc_node["gpus"]` holds whole-GPU indices (int or "3") and MIG instances
-    ("3:MIG-<uuid>", parent index first); `shard_gpu` (the card a gres/shard job's shards
-    are on) or `shard_gpus` adds those cards. Each card is `/dev/nvidia<minor>`, the
+    ("3:MIG-<uuid>", parent index first); the card a gres/shard job's shards are on
+    (`jobenv.shard_card`) adds that card. Each card is `/dev/nvidia<minor>`, the
     minor number from the inventory (`"minor"`) when known, else its index. A job with any
     GPU also gets the control devices, and a MIG job the capability group. No GPU: []."""
     minors = {int(g["index"]): int(g.get("minor", g["index"]))
               for g in inventory or [] if isinstance(g, dict) and "index" in g}
     cards: set[int] = set()
     mig = False
-    shard_cards = alloc_node.get("shard_gpus") or []
-    if alloc_node.get("shard_gpu") is not None:
-        shard_cards = [*shard_cards, alloc_node["shard_gpu"]]
-    for g in list(alloc_node.get("gpus") or []) + list(shard_cards):
+    from batchd.scheduler.cards import shard_card  # here: `batchd node check` needs no scheduler
+
+    card = shard_card(alloc_node)
+    for g in list(alloc_node.get("gpus") or []) + ([card] if card is not None else []):
         s = str(g)
         idx, sep, _rest = s.partition(":")
         if sep:

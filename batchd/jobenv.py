@@ -39,6 +39,7 @@ backslash is taken literally (backslashes removed), and `none` is /dev/null. `de
 from __future__ import annotations
 
 from batchd.hostlist import compress
+from batchd.scheduler.cards import shard_card
 
 NO_VAL_TASK = 4294967294  # what Slurm prints for %a of a job that is not an array task
 WORKING_CLUSTER_TAIL = "6817:9728:109"  # slurmctld port, protocol version, select plugin id
@@ -99,9 +100,9 @@ def with_gpu_uuids(alloc: dict, inventories: dict[str, list]) -> dict:
         whole = [by_index.get(int(g)) for g in a.get("gpus") or [] if ":" not in str(g)]
         if whole and all(whole) and len(whole) == len(a.get("gpus") or []):
             a["gpu_uuids"] = whole
-        cards = a.get("shard_gpus") or ([a["shard_gpu"]] if a.get("shard_gpu") is not None else [])
-        if cards and by_index.get(int(cards[0])):
-            a["shard_gpu_uuid"] = by_index[int(cards[0])]
+        card = shard_card(a)
+        if card is not None and by_index.get(card):
+            a["shard_gpu_uuid"] = by_index[card]
         out[node] = a
     return out
 
@@ -197,10 +198,10 @@ def job_environment(spec: dict, job: dict, alloc: dict, node: str, cluster_name:
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     if here.get("shards"):
         env["SLURM_SHARDS_ON_NODE"] = str(here["shards"])
-        cards = here.get("shard_gpus") or ([here["shard_gpu"]] if here.get("shard_gpu") is not None else [])
-        if not idx and cards:
+        card = shard_card(here)
+        if not idx and card is not None:
             # a shard job sees the card its shards are on (as Slurm's gres/shard does)
-            sidx, svis = _devices({"gpus": cards, "gpu_uuids": here.get("shard_gpu_uuid")
+            sidx, svis = _devices({"gpus": [card], "gpu_uuids": here.get("shard_gpu_uuid")
                                    and [here["shard_gpu_uuid"]]}, job.get("gpu_env", "index"))
             env["SLURM_JOB_GPUS"] = ",".join(sidx)
             for var in ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK"):

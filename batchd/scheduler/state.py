@@ -15,24 +15,11 @@ from __future__ import annotations
 
 from operator import attrgetter
 
-from .cards import place_stored_shards, sync_card
+from .cards import place_stored_shards, shard_card, sync_card
 from .fairshare import UNLIMITED, Queue, compute_fair_shares, normalise_usage
 from .job import _CPU_POOL, BASE_RES, EPS, GPU, TYPED, JobRT
 from .placement import NodeRT, Take, _insert, give_back
 from .snapshot import PENDING_STATES, Snapshot
-
-
-def _stored_card(a: dict) -> int | None:
-    """The card a stored allocation's shards are on: `shard_gpus[0]`, or the older single
-    `shard_gpu`; None when it names none."""
-    cards = a.get("shard_gpus")
-    if isinstance(cards, list) and cards:
-        c = cards[0]
-    else:
-        c = a.get("shard_gpu")
-    if isinstance(c, str) and c.isdigit():
-        c = int(c)
-    return c if c.__class__ is int else None
 
 
 class Session:
@@ -234,7 +221,7 @@ class Session:
             node.cpu -= tk.cpu
             node.mem -= tk.mem
             if tk.shard:
-                self._shard_claims.append((tk, _stored_card(a)))
+                self._shard_claims.append((tk, shard_card(a)))
             ids = a.get("cpu_ids")
             if ids:
                 held = self._cpu_held.setdefault(node, set())
