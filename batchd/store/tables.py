@@ -222,7 +222,20 @@ class PriceRow(Base):
     __table_args__ = (Index("ix_prices_tres", "tres"),)
 
 
-class UsageHourly(Base):
+class TresSeconds:
+    """The TRES-second columns that `usage_hourly` and `usage_daily` share (see UsageHourly)."""
+    cpu_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    mem_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    node_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    billing_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    gpu_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    gpu_type_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    gpu_busy_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    gpu_measured_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    amount: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+
+
+class UsageHourly(TresSeconds, Base):
     """Usage rolled up per UTC hour (`hour` = its first second), account, user, node
     list and GPU type of the job ("" for CPU-only jobs), in TRES-seconds. The common
     TRES are columns of one row with `tres` = "": `cpu_s`, `mem_s` (MiB-seconds),
@@ -238,20 +251,11 @@ class UsageHourly(Base):
     node: Mapped[str] = mapped_column(String(1000), nullable=False)
     gpu_type: Mapped[str] = mapped_column(String(64), nullable=False)
     tres: Mapped[str] = mapped_column(String(100), nullable=False)
-    cpu_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
-    mem_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
-    node_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
-    billing_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
-    gpu_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
-    gpu_type_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
-    gpu_busy_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
-    gpu_measured_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
-    amount: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
     __table_args__ = (UniqueConstraint("hour", "account", "user", "node", "gpu_type", "tres",
                                        name="uq_usage_hourly_key"),)
 
 
-class UsageDaily(Base):
+class UsageDaily(TresSeconds, Base):
     """`usage_hourly` summed per UTC day (`day` = its first second), same keys and
     columns: the report reads whole days of a period here and only the hours of a
     partial day from `usage_hourly`. Written by the rollup in the same transaction."""
@@ -262,15 +266,6 @@ class UsageDaily(Base):
     node: Mapped[str] = mapped_column(String(1000), primary_key=True)
     gpu_type: Mapped[str] = mapped_column(String(64), primary_key=True)
     tres: Mapped[str] = mapped_column(String(100), primary_key=True)
-    cpu_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
-    mem_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
-    node_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
-    billing_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
-    gpu_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
-    gpu_type_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
-    gpu_busy_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
-    gpu_measured_s: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
-    amount: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
     # SQLite: rows stored in key order, so that a range of days is read in one sweep
     __table_args__ = {"sqlite_with_rowid": False}
 
