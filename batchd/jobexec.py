@@ -11,13 +11,10 @@ import signal
 import time
 from typing import NoReturn
 
-from batchd.spool import CANCEL_NOTES, LaunchRequest
+from batchd.spool import CANCEL_NOTES, DAEMON_ONLY_ENV, LaunchRequest
 
 log = logging.getLogger(__name__)
 
-#: Variables of the daemon's own service that never reach a job.
-DAEMON_ONLY_ENV = ("INVOCATION_ID", "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES",
-                   "JOURNAL_STREAM", "WATCHDOG_USEC", "WATCHDOG_PID")
 #: A job whose output file cannot be opened ends FAILED with ExitCode 0:53, as Slurm
 #: 22.05 records it (its batch step CANCELLED 0:53).
 OUTPUT_OPEN_FAILED = b"couldn't open output file"

@@ -33,6 +33,7 @@ from batchd.spool import (  # noqa: F401  (re-exported: the launcher's callers u
     CANCEL_NOTES,
     COLLECTED,
     CONTROL_PREFIX,
+    DAEMON_ONLY_ENV,
     EXIT,
     JOBDIR_RE,
     LOCK,
@@ -178,10 +179,10 @@ def _spawn_unit(jobdir: str, req: LaunchRequest, lock_fd: int) -> LaunchInfo:
     fcntl.flock(lock_fd, fcntl.LOCK_UN)  # the supervisor in the unit takes it now
     if proc.returncode != 0 and "already" not in proc.stderr:
         raise LaunchError(f"systemd-run failed rc={proc.returncode}: {proc.stderr.strip()[-300:]}")
-    if proc.returncode != 0:
-        log.warning("job unit already there, waiting for it unit=%s", isolation.unit_name(req.job_id))
-    deadline = time.monotonic() + LAUNCH_TIMEOUT_S
     unit = isolation.unit_name(req.job_id)
+    if proc.returncode != 0:
+        log.warning("job unit already there, waiting for it unit=%s", unit)
+    deadline = time.monotonic() + LAUNCH_TIMEOUT_S
     next_check = time.monotonic() + 2.0
     while time.monotonic() < deadline:
         info = _existing_info(jobdir)
@@ -199,9 +200,8 @@ def _spawn_unit(jobdir: str, req: LaunchRequest, lock_fd: int) -> LaunchInfo:
 
 
 def _child_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items()
-            if k not in ("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC",
-                         "WATCHDOG_PID")}
+    """The daemon's environment without its service's own variables: a supervisor's."""
+    return {k: v for k, v in os.environ.items() if k not in DAEMON_ONLY_ENV}
 
 
 def _unit_gone(unit: str) -> bool:

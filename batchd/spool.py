@@ -49,6 +49,9 @@ JOBDIR_RE = re.compile(r"^job\.(\d+)\.(\d+)$")
 LAUNCH_TIMEOUT_S = 60.0
 #: Tolerance when comparing a persisted process create time with psutil's (seconds).
 CREATE_TIME_TOLERANCE_S = 0.05
+#: Variables of the daemon's own service that reach neither a supervisor nor a job.
+DAEMON_ONLY_ENV = ("INVOCATION_ID", "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES",
+                   "JOURNAL_STREAM", "WATCHDOG_USEC", "WATCHDOG_PID")
 
 Reason = Literal["cancel", "preempt", "timeout", "node_fail"]
 #: final state for each termination reason
