@@ -1,18 +1,13 @@
-"""HTTP/1.1 + JSON over the daemon's Unix socket. This module parses, authenticates
-(SO_PEERCRED, once per connection), calls the service, and encodes; nothing else.
-Routes and message shapes are those of `batchd/protocol.py`."""
+"""Requests to service calls: this module routes a parsed request, calls the service,
+and encodes the reply or the error envelope; nothing else. The HTTP transport (the
+socket, SO_PEERCRED, connection handling) is `batchd/httpserver.py`. Routes and message
+shapes are those of `batchd/protocol.py`."""
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import socket
-import socketserver
-import struct
-import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -74,113 +69,30 @@ def _extension_routes() -> None:
 _extension_routes()
 
 
-def peer_credentials(sock: socket.socket) -> Caller:
-    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, uid, gid = struct.unpack("3i", raw)
-    return Caller(uid=uid, gid=gid, pid=pid)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's name
-        log.debug("http " + format, *args)
-
-    def address_string(self) -> str:
-        return "unix"
-
-    def _dispatch(self, method: str) -> None:
-        caller = self.server.caller_of(self.request)
-        parts = urlsplit(self.path)
-        query = dict(parse_qsl(parts.query))
-        status, payload = 200, None
-        try:
-            route = ROUTES.get((method, parts.path))
-            if route is None:
-                raise NotFound(f"no such endpoint: {method} {parts.path}")
-            length = int(self.headers.get("Content-Length") or 0)
-            body = None
-            if length:
-                try:
-                    body = json.loads(self.rfile.read(length))
-                except ValueError:
-                    raise InvalidRequest("request body is not JSON") from None
-            payload = route(self.server.service, caller, query, body)
-        except BatchdError as e:
-            status, payload = e.status, e.envelope()
-        except DBAPIError as e:
-            # the database is unreachable (or restarting): say so; nothing was changed
-            log.error("database error method=%s path=%s error=%s", method, parts.path, str(e).splitlines()[0])
-            status = 503
-            payload = {"error": {"code": "DatabaseUnavailable", "exit": 1,
-                                 "message": "the batchd database is unreachable; nothing was changed, try again"}}
-        except Exception:  # the top of a request: log it, answer 500, keep serving
-            log.exception("request failed method=%s path=%s uid=%s", method, parts.path, caller.uid)
-            status = 500
-            payload = {"error": {"code": "Internal", "message": "internal error in batchd (see its log)",
-                                 "exit": 1}}
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(data)
-        self.close_connection = True
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        self._dispatch("GET")
-
-    def do_POST(self) -> None:  # noqa: N802
-        self._dispatch("POST")
-
-
-class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, path: str, service: Service):
-        self.service = service
-        super().__init__(path, _Handler)
-
-    def caller_of(self, sock: socket.socket) -> Caller:
-        return peer_credentials(sock)
-
-
-class ApiServer:
-    """The socket server in a background thread."""
-
-    def __init__(self, path: str, service: Service):
-        self.path = path
-        if os.path.exists(path):
-            _remove_stale(path)
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        self.server = _Server(path, service)
-        # every local user may connect; who they are comes from SO_PEERCRED
-        os.chmod(path, 0o666)
-        self.thread = threading.Thread(target=self.server.serve_forever, name="api", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
-
-
-def _remove_stale(path: str) -> None:
-    """Remove a socket file left by a dead daemon; refuse if a live daemon answers."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def handle(service: Service, caller: Caller, method: str, target: str, raw_body: bytes) -> tuple[int, Any]:
+    """Answer one request: (HTTP status, JSON-able payload). Never raises: a client's
+    mistake is a 4xx envelope, batchd's own bug a logged 500."""
+    parts = urlsplit(target)
+    query = dict(parse_qsl(parts.query))
     try:
-        s.connect(path)
-    except OSError:
-        os.unlink(path)
-        return
-    finally:
-        s.close()
-    raise BatchdError(f"another batchd daemon is already listening on {path}")
+        route = ROUTES.get((method, parts.path))
+        if route is None:
+            raise NotFound(f"no such endpoint: {method} {parts.path}")
+        body = None
+        if raw_body:
+            try:
+                body = json.loads(raw_body)
+            except ValueError:
+                raise InvalidRequest("request body is not JSON") from None
+        return 200, route(service, caller, query, body)
+    except BatchdError as e:
+        return e.status, e.envelope()
+    except DBAPIError as e:
+        # the database is unreachable (or restarting): say so; nothing was changed
+        log.error("database error method=%s path=%s error=%s", method, parts.path, str(e).splitlines()[0])
+        return 503, {"error": {"code": "DatabaseUnavailable", "exit": 1,
+                               "message": "the batchd database is unreachable; nothing was changed, try again"}}
+    except Exception:  # the top of a request: log it, answer 500, keep serving
+        log.exception("request failed method=%s path=%s uid=%s", method, parts.path, caller.uid)
+        return 500, {"error": {"code": "Internal", "message": "internal error in batchd (see its log)",
+                               "exit": 1}}

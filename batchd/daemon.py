@@ -19,10 +19,10 @@ import time
 from typing import Any
 
 from batchd.agent import Agent
-from batchd.api import ApiServer
 from batchd.config import Config
 from batchd.controller import Controller
 from batchd.errors import BatchdError, ConfigError
+from batchd.httpserver import ApiServer
 from batchd.leader import Leadership, Notifier
 from batchd.model import Node
 from batchd.service import Service
