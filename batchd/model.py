@@ -46,6 +46,8 @@ class Job:
     action: str | None = None
     action_by: int | None = None
     start_estimate: float | None = None
+    submit_token: str | None = None
+    launched_run: int | None = None
 
     @property
     def display_id(self) -> str:

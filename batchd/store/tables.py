@@ -88,7 +88,14 @@ class JobRow(Base):
     action_by: Mapped[int | None] = mapped_column(Integer)
     # when the controller's backfill plan expects a pending job to start (squeue --start)
     start_estimate: Mapped[float | None] = mapped_column(Float)
-    __table_args__ = (Index("ix_jobs_state", "state"), Index("ix_jobs_array_job_id", "array_job_id"))
+    # the client-made token of the submission (one per sbatch call, shared by an array's
+    # tasks): a retry of a submission whose reply was lost returns the same job ids
+    submit_token: Mapped[str | None] = mapped_column(String(64))
+    # the run (restarts value) the node agent last launched; set before the launch, so a
+    # run whose spool directory vanished is never started a second time
+    launched_run: Mapped[int | None] = mapped_column(Integer)
+    __table_args__ = (Index("ix_jobs_state", "state"), Index("ix_jobs_array_job_id", "array_job_id"),
+                      Index("ix_jobs_uid_submit_token", "uid", "submit_token"))
 
 
 class UsageRecord(Base):
