@@ -28,6 +28,11 @@ Layout (every key optional unless marked):
     [priority]    the policy keys of batchd.priority (weight_age, decay_half_life_s, ...)
     [accounting]  tres_billing_weights = "CPU=1.0,Mem=0.25G,GRES/gpu=2.0", sample_interval_s = 30,
                   rollup_interval_s = 300, zero_gpu_flag_s = 3600
+    [limits]      what one client may ask of the daemon (batchd.config.LIMITS):
+                  max_connections = 512 (open API connections in all), max_connections_per_user = 64
+                  (one over either cap gets a quick 503 TooManyConnections), request_timeout_s = 5
+                  (a connection must deliver its whole request in that time), max_request_bytes =
+                  16777216 (a larger Content-Length is a 413), api_threads = 16 (requests run at once)
     [gpu_aliases] "NVIDIA RTX PRO 6000 Blackwell Server Edition" = "rtxpro6000"
     [[partition]] name (required), nodes = ["n1"] or "ALL", default = false,
                   max_time = "UNLIMITED" | Slurm time, default_time = Slurm time, priority_job_factor = 1
@@ -49,6 +54,15 @@ from batchd.errors import ConfigError
 
 SYSTEM_CONFIG = "/etc/batchd/batchd.toml"
 EXAMPLE_CONFIG = Path(__file__).resolve().parent.parent / "examples" / "cluster-16gpu.toml"
+
+# the keys of [limits]: name -> (default, minimum); a float default allows a fractional value
+LIMITS: dict[str, tuple[int | float, int | float]] = {
+    "max_connections": (512, 1),
+    "max_connections_per_user": (64, 1),
+    "request_timeout_s": (5.0, 0.1),
+    "max_request_bytes": (16 << 20, 1024),
+    "api_threads": (16, 1),
+}
 
 
 @dataclass
@@ -103,6 +117,7 @@ class Config:
     accounting: dict[str, Any] = field(default_factory=dict)
     database_password_file: str | None = None
     dev: bool = False
+    limits: dict[str, Any] = field(default_factory=lambda: {k: d for k, (d, _) in LIMITS.items()})
 
     @property
     def interval_s(self) -> float:
@@ -219,7 +234,7 @@ def _gpus(path: str, key: str, v: Any) -> list[dict[str, Any]] | str:
 def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
     known = {"cluster_name", "state_dir", "database_url", "socket", "admin_group", "gpu_env",
              "shard_per_gpu", "accounts", "database_password_file", "isolation", "mps",
-             "scheduler", "priority", "accounting", "gpu_aliases", "partition",
+             "scheduler", "priority", "accounting", "gpu_aliases", "limits", "partition",
              "node", "qos"}
     for k in data:
         if k not in known:
@@ -256,9 +271,18 @@ def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
         cfg.mps = data["mps"]
     if "shard_per_gpu" in data:
         cfg.shard_per_gpu = _int(path, "shard_per_gpu", data["shard_per_gpu"])
-    for sect in ("scheduler", "priority", "gpu_aliases", "accounting"):
+    for sect in ("scheduler", "priority", "gpu_aliases", "accounting", "limits"):
         if sect in data and not isinstance(data[sect], dict):
             raise _fail(path, sect, "must be a table")
+    for k, v in data.get("limits", {}).items():
+        if k not in LIMITS:
+            raise _fail(path, f"limits.{k}", "unknown key")
+        default, minimum = LIMITS[k]
+        kind = "a number" if isinstance(default, float) else "an integer"
+        if (isinstance(v, bool) or not isinstance(v, int | float) or v < minimum
+                or (isinstance(default, int) and not isinstance(v, int))):
+            raise _fail(path, f"limits.{k}", f"must be {kind} >= {minimum}, got {v!r}")
+        cfg.limits[k] = v
     cfg.scheduler = dict(data.get("scheduler", {}))
     if "interval_s" in cfg.scheduler:
         iv = cfg.scheduler["interval_s"]
