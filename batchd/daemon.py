@@ -1,11 +1,14 @@
 """`batchd serve`: wire the store, the service, the socket API, the controller and the
 node agent together, and run until SIGTERM/SIGINT.
 
-Start-up order matters for "restarts never kill or double-start jobs": the store is
-checked (at head), the nodes are registered, the agent reconciles the spool with the
-store (re-adopting live runs and recording finished ones), and only then does the
-first scheduling cycle run. Stopping the daemon never stops jobs: each job runs under
-its own supervisor in its own session.
+Start-up order matters for "restarts never kill or double-start jobs" and for "the
+socket answers at once": the store is checked (at head), the nodes are registered, and
+the socket opens (systemd hears READY=1 then). The loop's first pass is the agent's:
+it reconciles the spool with the store (re-adopting live runs, recording finished
+ones) and launches the runs placed before the restart, each once; only then does the
+first scheduling cycle run. Commands are answered all that time, however long the
+launch backlog. Stopping the daemon never stops jobs: each job runs under its own
+supervisor in its own session.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from batchd.config import Config
 from batchd.controller import Controller
 from batchd.errors import BatchdError, ConfigError
 from batchd.httpserver import ApiServer
+from batchd.layout import prepare_state_dir
 from batchd.leader import Leadership, Notifier
 from batchd.model import Node
 from batchd.service import Service
@@ -109,7 +113,7 @@ class Daemon:
         return h
 
     def prepare(self) -> None:
-        os.makedirs(self.cfg.state_dir, mode=0o700, exist_ok=True)
+        prepare_state_dir(self.cfg)  # creates what is missing; a root daemon refuses a layout jobs cannot use
         if self.cfg.dev:
             upgrade(self.store.engine)  # dev mode migrates by itself; production asks for `batchd migrate`
         check_at_head(self.store.engine)
@@ -123,7 +127,8 @@ class Daemon:
                                         gpus=node_inventory(self.cfg, name), heartbeat=now))
         if self.cfg.dev:
             self.store.delete_nodes_except([n.name for n in self.cfg.nodes])
-        self.agent.step()  # reconcile before the first cycle
+        # no agent pass here: the loop's first pass reconciles (and launches the backlog)
+        # before its first cycle, with the socket already answering
         self.store.heartbeat(self.node_names, time.time())
 
     def _apply_accounts_file(self, path: str) -> None:
@@ -144,6 +149,7 @@ class Daemon:
         self.prepare()
         self.api = ApiServer(self.cfg.socket, self.service)
         self.api.start()
+        sd_notify("READY=1")  # the socket answers from here on
         self._scheduler = BackgroundScheduler(daemon=True)
         self._scheduler.add_job(self.wake, "interval", seconds=self.cfg.interval_s, id="cycle",
                                 max_instances=1, coalesce=True)
@@ -156,7 +162,6 @@ class Daemon:
         self.loop_thread.start()
         log.info("batchd started cluster=%s socket=%s nodes=%s db=%s", self.cfg.cluster_name, self.cfg.socket,
                  ",".join(self.node_names), self.store.engine.url.render_as_string(hide_password=True))
-        sd_notify("READY=1")
 
     def _rollup(self) -> None:
         """Hourly usage rollups for reports, on the controller (a racing second rollup on
