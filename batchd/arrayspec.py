@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from batchd.digits import isdigits
+
 MESSAGE = "Invalid job array specification"
 
 
@@ -28,7 +30,7 @@ class ArraySpecError(ValueError):
 
 
 def _int(s: str) -> int:
-    if not s.isdigit():
+    if not isdigits(s):
         raise ArraySpecError()
     return int(s)
 

@@ -50,6 +50,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from batchd.digits import isdigits
+
 Lookup = Callable[[int, "int | None"], Any]
 MESSAGE = "Job dependency problem"
 TYPES = ("after", "afterany", "afterok", "afternotok", "aftercorr", "afterburstbuffer")
@@ -72,7 +74,7 @@ def _job_ref(text: str, allow_delay: bool) -> tuple[int, int | None, int]:
         if not allow_delay:
             raise DependencyError()
         text, _, mins = text.partition("+")
-        if not mins.isdigit():
+        if not isdigits(mins):
             raise DependencyError()
         delay_s = int(mins) * 60
     task_id = None
@@ -80,11 +82,11 @@ def _job_ref(text: str, allow_delay: bool) -> tuple[int, int | None, int]:
         text, _, task = text.partition("_")
         if task == "*":
             task_id = None
-        elif task.isdigit():
+        elif isdigits(task):
             task_id = int(task)
         else:
             raise DependencyError()
-    if not text.isdigit() or int(text) <= 0:
+    if not isdigits(text) or int(text) <= 0:
         raise DependencyError()
     return int(text), task_id, delay_s
 
@@ -108,7 +110,7 @@ def parse(text: str | None) -> dict:
             continue
         head, sep, rest = part.partition(":")
         kind = head.lower()
-        if kind.isdigit() or (head and head[0].isdigit()):
+        if isdigits(kind) or (head and isdigits(head[0])):
             # legacy form: a plain list of job ids means afterany
             kind, rest = "afterany", part
         elif not sep or kind not in TYPES:

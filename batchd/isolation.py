@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from batchd.digits import isdigits
 from batchd.hostlist import ranges
 
 NEEDED_CONTROLLERS = ("cpuset", "memory", "pids")
@@ -195,7 +196,7 @@ def job_devices(alloc_node: dict[str, Any], inventory: list[dict[str, Any]] | No
         idx, sep, _rest = s.partition(":")
         if sep:
             mig = True
-        if idx.strip().isdigit():
+        if isdigits(idx.strip()):
             cards.add(int(idx))
     if not cards:
         return []
@@ -255,7 +256,7 @@ def oom_kills(cgroup_dir: str | None) -> int | None:
         return None
     for line in text.splitlines():
         key, _, val = line.partition(" ")
-        if key == "oom_kill" and val.strip().isdigit():
+        if key == "oom_kill" and isdigits(val.strip()):
             return int(val)
     return None
 

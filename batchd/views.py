@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from batchd.config import Config
+from batchd.digits import isdigits
 from batchd.hostlist import compress
 from batchd.hostlist import ranges as _ranges
 from batchd.model import Job, Node, UsageRec
@@ -16,22 +17,38 @@ from batchd.tres import format_tres, parse_tres
 
 def parse_job_id(raw: str) -> tuple[int, set[int] | None]:
     """`123` -> (123, None); `123_4` -> (123, {4}); `123_[1-3,7]` -> (123, {1,2,3,7}).
-    Raises ValueError on anything else."""
+    Raises ValueError on anything else: ASCII digits only, and a task range no wider
+    than MAX_TASK_RANGE (a query never expands an unbounded range)."""
     raw = raw.strip()
     if "_" not in raw:
-        return int(raw), None
+        return _job_number(raw), None
     head, _, tail = raw.partition("_")
-    jid = int(head)
+    jid = _job_number(head)
     if tail.startswith("[") and tail.endswith("]"):
         tail = tail[1:-1]
     tasks: set[int] = set()
     for part in tail.split(","):
         if "-" in part:
             a, _, b = part.partition("-")
-            tasks.update(range(int(a), int(b) + 1))
+            lo, hi = _job_number(a, 0), _job_number(b, 0)
+            if hi - lo >= MAX_TASK_RANGE:
+                raise ValueError(f"task range too wide: {part}")
+            tasks.update(range(lo, hi + 1))
         else:
-            tasks.add(int(part))
+            tasks.add(_job_number(part, 0))
     return jid, tasks
+
+
+#: The widest array task range a job id may name (Slurm's largest MaxArraySize).
+MAX_TASK_RANGE = 4_000_001
+
+
+def _job_number(text: str, least: int = 1) -> int:
+    """An id or task index: ASCII digits, at least `least`, within 32 bits; else ValueError."""
+    text = text.strip()
+    if not isdigits(text) or not least <= int(text) < 2**32:
+        raise ValueError(f"invalid job id {text!r}")
+    return int(text)
 
 
 def group_name(gid: int) -> str:

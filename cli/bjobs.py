@@ -21,6 +21,7 @@ import time
 
 from batchd.cli import fmt
 from batchd.cli.lsf import LsfError
+from batchd.digits import isdigits
 
 
 # ------------------------------------------------------- LSF's view of a job (also bkill's)
@@ -117,7 +118,7 @@ def parse_args(prog: str, argv: list[str], table: dict[str, tuple[str, bool]]) -
         if a == "--":
             rest.extend(argv[i:])
             break
-        if not a.startswith("-") or a == "-" or a.lstrip("-").isdigit():
+        if not a.startswith("-") or a == "-" or isdigits(a.lstrip("-")):
             rest.append(a)
             continue
         spec = table.get(a)
@@ -141,7 +142,7 @@ def lsf_id(display_id: object) -> str:
     """batchd's `123_4` -> LSF's `123[4]`; other ids unchanged."""
     s = str(display_id)
     jid, sep, task = s.partition("_")
-    return f"{jid}[{task}]" if sep and task.isdigit() else s
+    return f"{jid}[{task}]" if sep and isdigits(task) else s
 
 
 PROG = "bjobs"

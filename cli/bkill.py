@@ -18,6 +18,7 @@ import sys
 
 from batchd.cli import bjobs, fmt
 from batchd.cli.lsf import LsfError
+from batchd.digits import isdigits
 
 PROG = "bkill"
 OPTIONS = {
@@ -57,7 +58,7 @@ def parse_signal(text: str) -> int:
     from batchd.cli.sbatch_opts import SIGNALS
 
     t = text.strip().upper()
-    if t.isdigit() and 0 < int(t) < 65:
+    if isdigits(t) and 0 < int(t) < 65:
         return int(t)
     num = SIGNALS.get(t[3:] if t.startswith("SIG") else t)
     if num is None:

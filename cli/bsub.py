@@ -25,6 +25,7 @@ import sys
 
 from batchd.cli import lsf
 from batchd.cli.lsf import LsfError
+from batchd.digits import isdigits
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: startup budget
@@ -236,7 +237,7 @@ def to_slurm(v: dict, resolve_name: Resolver | None = None,
         s["mail_type"] = ",".join(t for k, t in (("mail_begin", "BEGIN"), ("mail_end", "END")) if v.get(k))
     if v.get("ntasks") is not None:
         n = v["ntasks"].split(",")[0].strip()
-        if not n.isdigit() or int(n) <= 0:
+        if not isdigits(n) or int(n) <= 0:
             raise LsfError(f"{v['ntasks']}: Bad argument for option -n")
         s["ntasks"] = n
     if v.get("runlimit") is not None:
@@ -270,7 +271,7 @@ def to_slurm(v: dict, resolve_name: Resolver | None = None,
     if v.get("begin") is not None:
         extra["begin_time"] = lsf.begin_time(v["begin"])
     if v.get("sp") is not None:
-        if not v["sp"].isdigit() or int(v["sp"]) <= 0:
+        if not isdigits(v["sp"]) or not 0 < int(v["sp"]) < 2**31:  # LSF's priority is a C int
             raise LsfError(f"{v['sp']}: Bad argument for option -sp")
         extra["nice"] = 50 - int(v["sp"])
     if v.get("exclusive"):

@@ -10,6 +10,7 @@ import sys
 import click
 
 from batchd.cli import client
+from batchd.digits import isdigits
 
 
 def parse_day_or_time(text: str, what: str) -> int:
@@ -17,7 +18,7 @@ def parse_day_or_time(text: str, what: str) -> int:
     t = text.strip()
     if t == "now":
         return int(_dt.datetime.now(_dt.UTC).timestamp())
-    if t.isdigit() and len(t) > 8:
+    if isdigits(t) and len(t) > 8:
         return int(t)
     try:
         d = _dt.datetime.fromisoformat(t)

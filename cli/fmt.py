@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from batchd import hostlist
+from batchd.digits import isdigits
 
 UNLIMITED = -1
 
@@ -178,12 +179,24 @@ def fmt_mem(mb: int | str | None) -> str:
     return f"{mb}M"
 
 
+INT32_MAX = 2**31 - 1
+
 # ----------------------------------------------------------------------------- host lists
 
 
 # host lists: one implementation for the daemon and the commands
 compress_hostlist = hostlist.compress
 expand_hostlist = hostlist.expand
+
+
+def expand_hostlist_arg(prog: str, text: str) -> list[str]:
+    """A host list given on the command line (`-w`, `-n`, `show node`): a malformed one
+    ends the command with Slurm's message and exit 1 instead of a traceback."""
+    try:
+        return hostlist.expand(text)
+    except ValueError:
+        sys.stderr.write(f"{prog}: error: '{text}' is not a valid node name\n")
+        sys.exit(1)
 
 
 def expand_ranges(text: str) -> list[int]:
@@ -337,7 +350,7 @@ def parse_field_list(text: str, default_width: int = 20) -> list[tuple[str, int,
         name, _, w = part.partition(":")
         right = w.startswith(".")
         w = w.lstrip(".")
-        out.append((name, int(w) if w.isdigit() else default_width, right))
+        out.append((name, int(w) if isdigits(w) else default_width, right))
     return out
 
 
@@ -418,6 +431,12 @@ def write(text: str) -> None:
             sys.stdout = open(os.devnull, "w")
         except OSError:
             pass
+
+
+def bad_iterate(iterate: str | None) -> bool:
+    """Whether an `-i/--iterate` value is refused: not a positive integer of C's int
+    range (Slurm reads it with atoi; larger values would overflow the sleep)."""
+    return iterate is not None and (not isdigits(iterate) or not 0 < int(iterate) <= INT32_MAX)
 
 
 def refresh(show: Callable[[], int], iterate: str | None) -> int:

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import time
 
+from batchd.digits import isdigits
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: bsub's startup budget
     from collections.abc import Callable
@@ -48,7 +50,7 @@ def runlimit_s(text: str) -> int:
     """`-W [hour:]minute[/host_spec]` -> seconds. Minutes may exceed 59 (`-W 90`)."""
     t = text.strip().split("/", 1)[0]
     parts = t.split(":")
-    if len(parts) > 2 or not all(p.isdigit() for p in parts):
+    if len(parts) > 2 or not all(isdigits(p) for p in parts):
         raise LsfError(f"{text}: Bad RUNLIMIT specification")
     minutes = int(parts[-1]) + (int(parts[0]) * 60 if len(parts) == 2 else 0)
     if minutes <= 0:
@@ -64,7 +66,7 @@ def _number_unit(text: str) -> tuple[str | None, str | None]:
     """`1.5 GB` -> ("1.5", "GB"); (None, None) unless digits[.digits] then letters."""
     t = (text or "").strip()
     i = 0
-    while i < len(t) and (t[i].isdigit() or t[i] == "."):
+    while i < len(t) and (isdigits(t[i]) or t[i] == "."):
         i += 1
     num, unit = t[:i], t[i:].strip()
     if not num or num.count(".") > 1 or num[0] == "." or num[-1] == "." or not (unit == "" or unit.isalpha()):
@@ -108,13 +110,13 @@ def parse_gpu(text: str) -> dict:
         if not eq or not val:
             raise LsfError(f"{text}: Bad GPU requirement specification")
         if key == "num":
-            if not val.isdigit() or int(val) <= 0:
+            if not isdigits(val) or int(val) <= 0:
                 raise LsfError(f"{text}: Bad GPU requirement specification: num must be a positive integer")
             count = int(val)
         elif key == "gmodel":
             model = val
         elif key == "mig":
-            if val.replace("/", "", 1).isdigit():
+            if isdigits(val.replace("/", "", 1)):
                 raise LsfError(f"{text}: MIG sizes (mig=GI[/CI]) are not supported by batchd: "
                                "give the MIG profile name, e.g. mig=1g.24gb")
             mig = val
@@ -160,16 +162,16 @@ def parse_resreq(texts: list[str], default_unit: str = "MB") -> dict:
                     if key == "mem":
                         out["mem_mb"] = mem_mb(val.strip(), default_unit)
                     elif key in ("ngpus_physical", "ngpus"):
-                        if not val.strip().isdigit():
+                        if not isdigits(val.strip()):
                             raise LsfError(f"{text}: Bad resource requirement syntax")
                         out["gpus"] = int(val)
             elif name == "span":
                 for item in body.split(":"):
                     key, eq, val = item.strip().partition("=")
                     val = val.strip()
-                    if key.strip() == "hosts" and val.isdigit():
+                    if key.strip() == "hosts" and isdigits(val):
                         out["nodes"] = int(val)
-                    elif key.strip() == "ptile" and val.isdigit():
+                    elif key.strip() == "ptile" and isdigits(val):
                         out["ntasks_per_node"] = int(val)
                     elif key.strip() in ("hosts", "ptile") and val != "-1":
                         raise LsfError(f"{text}: Bad resource requirement syntax")
@@ -225,7 +227,7 @@ def _expand(idx: str, shown: str) -> list[int]:
     out: list[int] = []
     for part in idx.split(","):
         lo, dash, hi = part.partition("-")
-        if not lo.isdigit() or (dash and not hi.isdigit()):
+        if not isdigits(lo) or (dash and not isdigits(hi)):
             raise LsfError(f"{shown}: Bad job array index")
         out.extend(range(int(lo), int(hi) + 1) if dash else [int(lo)])
     return out
@@ -305,7 +307,7 @@ def begin_time(text: str, now: float | None = None) -> float:
     are taken from now; a moment already past moves to the next day (month, year) when
     the day (month, year) was left out, as LSF does."""
     parts = text.strip().split(":")
-    if not 2 <= len(parts) <= 5 or not all(p.isdigit() for p in parts):
+    if not 2 <= len(parts) <= 5 or not all(isdigits(p) for p in parts):
         raise LsfError(f"{text}: Bad begin time specification")
     nums = [int(p) for p in parts]
     now = time.time() if now is None else now
@@ -358,7 +360,7 @@ def split_array_name(text: str) -> tuple[str, str | None]:
     """`-J "name[1-10:2]%3"` -> ("name", "1-10:2%3"); a plain name -> (name, None)."""
     t = text.strip()
     head, pct, throttle = t.rpartition("%")
-    if not pct or not throttle.isdigit():
+    if not pct or not isdigits(throttle):
         head, throttle = t, ""
     name, br, rest = head.partition("[")
     if not br or not rest.endswith("]") or not rest[:-1] or any(c not in "0123456789,-:" for c in rest[:-1]):

@@ -26,6 +26,7 @@ from batchd.cli.sacct_fields import (  # noqa: F401  (fmt_size, fmt_cpu_time: sa
     fmt_cpu_time,
     fmt_size,
 )
+from batchd.digits import isdigits
 
 PROG = "sacct"
 DEFAULT_FIELDS = "jobid,jobname,partition,account,alloccpus,state,exitcode"
@@ -255,11 +256,11 @@ def to_json(rows: list[dict]) -> str:
         tl = r.get("time_limit_s")
         out.append({
             "_id": base, "account": r.get("account"), "comment": {"job": r.get("comment") or ""},
-            "array": {"job_id": int(aj) if task and aj.isdigit() else 0,
-                      "task_id": int(task) if task.isdigit() else None},
+            "array": {"job_id": int(aj) if task and isdigits(aj) else 0,
+                      "task_id": int(task) if isdigits(task) else None},
             "derived_exit_code": _exit_json(r.get("derived_exit_code")),
             "exit_code": _exit_json(r.get("exit_code")), "group": r.get("group"),
-            "job_id": int(r.get("job_id_raw") or 0) if str(r.get("job_id_raw") or "").isdigit() else base,
+            "job_id": int(r.get("job_id_raw") or 0) if isdigits(str(r.get("job_id_raw") or "")) else base,
             "name": r.get("name"), "nodes": r.get("node_list") or "None assigned",
             "partition": r.get("partition"), "priority": r.get("priority"), "qos": r.get("qos"),
             "required": {"CPUs": r.get("ncpus") or 0, "memory": r.get("req_mem") or 0},
@@ -280,14 +281,14 @@ def fold_pending_tasks(rows: list[dict]) -> list[dict]:
     tasks: dict[str, list[int]] = {}
     for r in rows:
         base, sep, task = str(r.get("job_id") or "").partition("_")
-        if sep and task.isdigit() and r.get("state") == "PENDING":
+        if sep and isdigits(task) and r.get("state") == "PENDING":
             tasks.setdefault(base, []).append(int(task))
     if not tasks:
         return rows
     out, done = [], set()
     for r in rows:
         base, sep, task = str(r.get("job_id") or "").partition("_")
-        if not (sep and task.isdigit() and r.get("state") == "PENDING"):
+        if not (sep and isdigits(task) and r.get("state") == "PENDING"):
             out.append(r)
         elif base not in done:
             done.add(base)

@@ -11,6 +11,7 @@ value errors that Slurm detects while parsing options exit 255 (`sbatch: error: 
 
 from batchd.cli import slurmtime
 from batchd.cli.options import Opt, OptionError
+from batchd.digits import isdigits
 
 PROG = "sbatch"
 
@@ -190,7 +191,7 @@ def str_to_mbytes(text):
     if t and t[-1].upper() in "KMGTP":
         mult = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 ** 2, "P": 1024 ** 3}[t[-1].upper()]
         t = t[:-1]
-    if not t.isdigit():
+    if not isdigits(t):
         return None
     v = int(t) * mult
     return int(v) if v == int(v) else int(v) + 1
@@ -201,7 +202,7 @@ def _count(text):
     if text and text[-1].upper() in "KMGTP":
         mult = 1024 ** ("KMGTP".index(text[-1].upper()) + 1)
         text = text[:-1]
-    if not text.isdigit():
+    if not isdigits(text):
         return None
     return int(text) * mult
 
@@ -271,10 +272,10 @@ def parse_signal(text):
     secs = 60
     if "@" in t:
         t, _, s = t.partition("@")
-        if not s.isdigit() or int(s) > 65535:
+        if not isdigits(s) or int(s) > 65535:
             fail("Invalid --signal specification")
         secs = int(s)
-    if t.isdigit():
+    if isdigits(t):
         num = int(t)
     else:
         name = t.upper()
@@ -289,7 +290,7 @@ def parse_signal(text):
 def parse_nodes(text):
     """`N` or `MIN-MAX` -> (min, max|None); exit 255 with Slurm's message if invalid."""
     lo, sep, hi = text.partition("-")
-    if not lo.isdigit() or (sep and not hi.isdigit()) or int(lo) <= 0:
+    if not isdigits(lo) or (sep and not isdigits(hi)) or int(lo) <= 0:
         fail(f"invalid node count `{text}'")
     mx = int(hi) if sep else None
     if mx is not None and mx < int(lo):
@@ -303,7 +304,7 @@ def parse_nice(val):
         return 100
     t = val.strip()
     j = 1 if t[:1] in "+-" else 0
-    while j < len(t) and t[j].isdigit():
+    while j < len(t) and isdigits(t[j]):
         j += 1
     digits = t[:j]
     n = int(digits) if digits not in ("", "+", "-") else 0

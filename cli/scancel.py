@@ -19,6 +19,7 @@ import sys
 
 from batchd.cli import fmt
 from batchd.cli.options import Opt, OptionError, parse
+from batchd.digits import isdigits
 
 PROG = "scancel"
 JOB_ID_RE = re.compile(r"^\d+(?:_(?:\d+|\[[\d,\-:%]+\]))?(?:\.(?:\d+|batch|extern))?$")
@@ -87,7 +88,7 @@ USAGE = """Usage: scancel [-A account] [--batch] [--full] [--interactive] [-n jo
 def parse_signal(text: str) -> int:
     """`USR1`, `SIGUSR1`, `usr1` or `10` -> the signal number; ValueError otherwise."""
     t = text.strip()
-    if t.isdigit():
+    if isdigits(t):
         n = int(t)
         if 0 < n < 65:
             return n
@@ -148,7 +149,7 @@ def resolve_nodes(body: dict) -> dict | None:
     filters = dict(body["filters"])
     wanted = set()
     for n in filters.pop("nodes"):
-        wanted.update(fmt.expand_hostlist(n))
+        wanted.update(fmt.expand_hostlist_arg(PROG, n))
     q = {k: ",".join(v) for k, v in filters.items()}
     if body["ids"]:
         q["ids"] = ",".join(body["ids"])

@@ -13,6 +13,7 @@ import time
 
 from batchd.cli import fmt
 from batchd.cli.options import Opt, OptionError, parse
+from batchd.digits import isdigits
 
 PROG = "scontrol"
 
@@ -239,7 +240,7 @@ def _node_tres(cpus: int, mem_mb: int, gres: str | None, used: bool = False) -> 
     for item in (gres or "").split(","):
         item = item.split("(")[0]
         p = item.split(":")
-        if len(p) >= 2 and p[-1].isdigit() and int(p[-1]) > 0:
+        if len(p) >= 2 and isdigits(p[-1]) and int(p[-1]) > 0:
             out.append(f"gres/{p[0]}={p[-1]}")
             if len(p) == 3:
                 out.append(f"gres/{p[0]}:{p[1]}={p[-1]}")
@@ -307,7 +308,7 @@ def show(entity: str, ident: str | None, opts: dict) -> tuple[str, str, int]:
     e = entity.lower()
     oneliner = bool(opts.get("oneliner"))
     if "job".startswith(e) or e == "jobs":
-        if ident and not ident.replace("_", "").isdigit():
+        if ident and not isdigits(ident.replace("_", "")):
             return "", "Invalid job id specified\n", 1
         jobs, err = _fetch_jobs(ident)
         if err:
@@ -322,7 +323,7 @@ def show(entity: str, ident: str | None, opts: dict) -> tuple[str, str, int]:
         reply = fmt.daemon_call(PROG, "GET", "/v1/nodes", error_prefix="slurm_load_node")
         nodes, parts = reply.get("nodes", []), reply.get("partitions", [])
         if e.startswith("node"):
-            want = set(fmt.expand_hostlist(ident)) if ident else None
+            want = set(fmt.expand_hostlist_arg(PROG, ident)) if ident else None
             sel = [n for n in nodes if want is None or n["name"] in want]
             if not sel:
                 return "", f"Node {ident} not found\n", 1
@@ -355,7 +356,7 @@ def action(verb: str, args: list[str]) -> tuple[str, int]:
     if not ids:
         return "Invalid job id specified\n", 1
     for i in ids:
-        if not i.replace("_", "").replace("[", "").replace("]", "").replace("-", "").isdigit():
+        if not isdigits(i.replace("_", "").replace("[", "").replace("]", "").replace("-", "")):
             return f"Invalid job id specified for job {i}\n", 1
     body: dict[str, object] = {"ids": ids}
     path = {"hold": "hold", "uhold": "hold", "release": "release", "requeue": "requeue",

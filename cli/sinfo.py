@@ -220,7 +220,7 @@ def build_records(nodes: list[dict], partitions: list[dict], opts: dict) -> list
     want_parts = set(_split(opts.get("partitions")))
     want_nodes = set()
     for n in _split(opts.get("nodes")):
-        want_nodes.update(fmt.expand_hostlist(n))
+        want_nodes.update(fmt.expand_hostlist_arg(PROG, n))
     want_states = [s.lower() for s in _split(opts.get("states"))]
     out = []
     for p in partitions:
@@ -389,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(e.message + "\n")
         return e.exit_code
     iterate = opts.get("iterate")
-    if iterate is not None and (not iterate.isdigit() or int(iterate) <= 0):
+    if fmt.bad_iterate(iterate):
         sys.stderr.write(f"{PROG}: error: --iterate={iterate} must be a positive integer\n")
         return 1
 

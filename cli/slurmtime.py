@@ -25,6 +25,8 @@ first argument is the character position where parsing failed (Slurm prints
 
 import time as _time
 
+from batchd.digits import isdigits
+
 UINT32 = 1 << 32
 INFINITE = -1
 
@@ -38,7 +40,7 @@ def _scan_int(s, i):
     if j < n and s[j] in "+-":
         j += 1
     k = j
-    while k < n and s[k].isdigit():
+    while k < n and isdigits(s[k]):
         k += 1
     if k == j:
         return None
@@ -71,7 +73,7 @@ def _valid_timespec(s):
     colon = 0
     digit = False
     for ch in s:
-        if ch.isdigit():
+        if isdigits(ch):
             digit = True
         elif ch == "-":
             if colon or dash:
@@ -163,7 +165,7 @@ def _tod(text):
         ampm = t[-2:]
         t = t[:-2]
     parts = t.split(":")
-    if len(parts) not in (2, 3) or not all(p.isdigit() and 1 <= len(p) <= 2 for p in parts):
+    if len(parts) not in (2, 3) or not all(isdigits(p) and 1 <= len(p) <= 2 for p in parts):
         return None
     h, m = int(parts[0]), int(parts[1])
     s = int(parts[2]) if len(parts) == 3 else 0
@@ -196,7 +198,7 @@ def parse_begin(text, now=None):
         if sign not in "+-":
             raise ValueError(3)
         j = 1
-        while j < len(rest) and rest[j].isdigit():
+        while j < len(rest) and isdigits(rest[j]):
             j += 1
         if j == 1:
             raise ValueError(4)
@@ -215,7 +217,7 @@ def parse_begin(text, now=None):
         tod = _NAMED_TOD[low] + (0,)
     elif len(t) >= 10 and t[4] == "-" and t[7] == "-":
         y, mo, d = t[0:4], t[5:7], t[8:10]
-        if not (y.isdigit() and mo.isdigit() and d.isdigit()):
+        if not (isdigits(y) and isdigits(mo) and isdigits(d)):
             raise ValueError(0)
         date = (int(y), int(mo), int(d))
         if len(t) > 10:
@@ -234,13 +236,13 @@ def parse_begin(text, now=None):
         for sep in "/.":
             if sep in t:
                 parts = t.split(sep)
-                if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts):
+                if len(parts) not in (2, 3) or not all(isdigits(p) for p in parts):
                     raise ValueError(0)
                 yy = int(parts[2]) if len(parts) == 3 else None
                 date = (_year(yy, lt.tm_year), int(parts[0]), int(parts[1]))
                 break
         else:
-            if t.isdigit() and len(t) in (4, 6):
+            if isdigits(t) and len(t) in (4, 6):
                 yy = int(t[4:6]) if len(t) == 6 else None
                 date = (_year(yy, lt.tm_year), int(t[0:2]), int(t[2:4]))
             else:

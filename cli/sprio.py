@@ -13,6 +13,7 @@ Startup must stay fast: no click, no sqlalchemy, no http.client here.
 import sys
 
 from batchd.cli.options import Opt, OptionError, die, parse
+from batchd.digits import isdigits
 
 PROG = "sprio"
 
@@ -59,7 +60,7 @@ Help options:
 """
 USAGE = "Usage: sprio [-j jid[s]] [-u user_name[s]] [-o format] [-p partition_name[s]] [--usage] [-hlnvVw]\n"
 
-_SORT = {"i": lambda f: (0, int(f.job_id)) if f.job_id.isdigit() else (1, f.job_id),
+_SORT = {"i": lambda f: (0, int(f.job_id)) if isdigits(f.job_id) else (1, f.job_id),
          "r": lambda f: f.partition, "u": lambda f: f.user, "y": lambda f: f.priority,
          "Y": lambda f: f.priority, "o": lambda f: f.account, "n": lambda f: f.qos}
 
@@ -114,7 +115,7 @@ def main(argv=None):
         sys.stdout.write(USAGE)
         return 1
     for j in jobs:
-        if not j.split("_")[0].isdigit() or int(j.split("_")[0]) <= 0:
+        if not isdigits(j.split("_")[0]) or int(j.split("_")[0]) <= 0:
             _error(f"Invalid job id: {j}")
 
     from batchd.cli.sshare import load_snapshot

@@ -363,7 +363,7 @@ def fetch(opts: dict) -> tuple[list[dict] | None, str | None]:
     if nodes:
         wanted = set()
         for n in nodes:
-            wanted.update(fmt.expand_hostlist(n))
+            wanted.update(fmt.expand_hostlist_arg(PROG, n))
         jobs = [j for j in jobs if wanted & set(fmt.expand_hostlist(j.get("node_list") or ""))]
     if len(jobs_list) == 1 and "[" not in jobs_list[0] and not reply.get("jobs"):
         return None, "slurm_load_jobs error: Invalid job id specified"
@@ -387,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise OptionError(f"Invalid job format specification: {name}", 1)
         build_query(opts)  # validates -t before any request
         iterate = opts.get("iterate")
-        if iterate is not None and (not iterate.isdigit() or int(iterate) <= 0):
+        if fmt.bad_iterate(iterate):
             raise OptionError(f"{PROG}: error: --iterate={iterate} must be a positive integer", 1)
         if "steps" in opts:  # -s alone (no list) or --steps=LIST
             return fmt.refresh(lambda: show_steps(opts), iterate)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from batchd.digits import isdigits
 from batchd.priority.fairshare import ShareRow, compute_shares
 from batchd.priority.multifactor import JobFactors, job_factors
 from batchd.priority.policy import DEFAULT_POLICY, merge_policy
@@ -76,7 +77,7 @@ def job_priorities(snapshot: dict, policy: dict | None = None) -> dict[str, int]
 
 
 def _id_key(job_id: str) -> tuple[int, int | str]:
-    return (0, int(job_id)) if job_id.isdigit() else (1, job_id)
+    return (0, int(job_id)) if isdigits(job_id) else (1, job_id)
 
 
 _NOT_LISTED = ("BeginTime", "Dependency", "DependencyNeverSatisfied")

@@ -221,6 +221,6 @@ def shard_card(alloc_node: dict) -> int | None:
     names none or names it in a form that is not an index."""
     cards = alloc_node.get("shard_gpus")
     c = cards[0] if isinstance(cards, list) and cards else alloc_node.get("shard_gpu")
-    if isinstance(c, str) and c.isdigit():
+    if isinstance(c, str) and c.isascii() and c.isdigit():
         c = int(c)
     return c if c.__class__ is int else None

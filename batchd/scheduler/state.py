@@ -205,7 +205,7 @@ class Session:
             node = self.node_by_name[nname]
             tk = Take(node, int(a.get("tasks", 1) or 1))
             for g in a.get("gpus", []) or []:
-                key = int(g) if isinstance(g, str) and g.isdigit() else g
+                key = int(g) if isinstance(g, str) and g.isascii() and g.isdigit() else g
                 slot = node.slots.get(key)
                 lst = node.free.get(slot.type, []) if slot is not None else []
                 if slot is None or slot not in lst:
