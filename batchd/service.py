@@ -42,6 +42,21 @@ class Caller:
         return user_name(self.uid)
 
 
+_TOKEN_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_")
+
+
+def submit_token(spec: dict[str, Any]) -> str | None:
+    """The submission's client-made token (`spec["submit_token"]`: 1 to 64 ASCII
+    letters, digits, `-` or `_`; sbatch and bsub send 32 hex digits), None without one;
+    InvalidRequest for anything else."""
+    t = spec.get("submit_token")
+    if t is None:
+        return None
+    if not isinstance(t, str) or not 0 < len(t) <= 64 or not _TOKEN_CHARS.issuperset(t):
+        raise InvalidRequest("submit_token: must be a string of 1 to 64 ASCII letters, digits, '-' or '_'")
+    return t
+
+
 def user_name(uid: int) -> str:
     try:
         return pwd.getpwuid(uid).pw_name
@@ -112,6 +127,13 @@ class Service:
         if not isinstance(spec, dict) or not isinstance(spec.get("script", ""), str):
             raise InvalidRequest("malformed job specification")
         user = caller.user
+        # a client-made token per submission: the retry of one whose reply was lost (the
+        # daemon died after the commit) gets the same job ids back instead of a second job
+        token = None if spec.get("test_only") else submit_token(spec)
+        if token is not None:
+            done = self.store.find_submission(caller.uid, token)
+            if done:
+                return self._repeated_submission(done)
         known = self._dependency_jobs(spec, user)
         lookup = None
         if known is not None:
@@ -156,16 +178,31 @@ class Service:
                 time_limit_s=req.get("time_limit_s"),
                 requeue=req.get("requeue") is not False,
                 dependency=None, comment=spec.get("comment"),
-                tres_req=req.get("tres_req", ""),
+                tres_req=req.get("tres_req", ""), submit_token=token,
             ))
             if req.get("dependency"):
                 _verdict, text = dependency_status(req["dependency"], jobs[-1], known or [], now=now)
                 jobs[-1].dependency = None if _verdict == "satisfied" else text
-        self.store.insert_jobs(jobs)
+        if token is None:
+            self.store.insert_jobs(jobs)
+        else:
+            done = self.store.insert_submission(jobs, caller.uid, token)
+            if done:  # a concurrent retry of the same submission stored it first
+                return self._repeated_submission(done)
         log.info("job submitted job_id=%s user=%s account=%s tasks=%d", first, user, req["account"],
                  len(task_ids))
         self.wake()
         return {"job_id": first, "array_task_ids": req.get("array_task_ids")}
+
+    @staticmethod
+    def _repeated_submission(jobs: list[Job]) -> dict[str, Any]:
+        """The reply to a submission whose token is already stored (`jobs`, ordered by id):
+        the ids the first one got, with `duplicate`; nothing is stored again."""
+        j = jobs[0]
+        first = j.array_job_id if j.array_job_id is not None else j.id
+        log.info("job submission repeated job_id=%s user=%s tasks=%d token=%s", first, j.user, len(jobs),
+                 j.submit_token)
+        return {"job_id": first, "array_task_ids": j.request.get("array_task_ids"), "duplicate": True}
 
     def _dependency_jobs(self, spec: dict[str, Any], user: str) -> list[Job] | None:
         """The stored jobs a submission's `--dependency` may name (and, for `singleton`,

@@ -11,11 +11,12 @@ import json
 import logging
 import os
 import time
+import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, delete, event, select, update
+from sqlalchemy import Engine, create_engine, delete, event, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from batchd.model import Account, Job, Node, UsageRec, from_row
@@ -34,6 +35,8 @@ log = logging.getLogger(__name__)
 
 ACTIVE_STATES = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING")
 NOT_RESPONDING = "Not responding"
+#: first key of the advisory locks that serialize submissions carrying a token ("tokn")
+SUBMIT_LOCK_CLASS = 0x746F6B6E
 
 
 def make_engine(url: str) -> Engine:
@@ -99,6 +102,32 @@ class Store:
         with self.tx() as s:
             for j in jobs:
                 s.add(JobRow(**{k: getattr(j, k) for k in _job_fields()}))
+
+    def find_submission(self, uid: int, token: str) -> list[Job]:
+        """The jobs (every task of an array) that an earlier submission of `uid` stored
+        with the client-made `token`, ordered by id; [] when there is none."""
+        with self.tx() as s:
+            return [from_row(Job, r) for r in s.scalars(
+                select(JobRow).where(JobRow.uid == uid, JobRow.submit_token == token).order_by(JobRow.id))]
+
+    def insert_submission(self, jobs: list[Job], uid: int, token: str) -> list[Job]:
+        """Insert the jobs of one submission carrying `token` (set on every job by the
+        caller) unless `uid` already stored one with it: then nothing is inserted and that
+        submission's jobs are returned (ordered by id); [] after an insert. The check and
+        the insert are one transaction, serialized per (uid, token): by BEGIN IMMEDIATE on
+        SQLite, by a transaction-level advisory lock on PostgreSQL (two-key form, whose key
+        space never meets the controller's one-key lock)."""
+        with self.tx() as s:
+            if self.engine.dialect.name == "postgresql":
+                key = zlib.crc32(f"{uid}:{token}".encode()) & 0x7FFFFFFF
+                s.execute(text("SELECT pg_advisory_xact_lock(:c, :k)"), {"c": SUBMIT_LOCK_CLASS, "k": key})
+            done = [from_row(Job, r) for r in s.scalars(
+                select(JobRow).where(JobRow.uid == uid, JobRow.submit_token == token).order_by(JobRow.id))]
+            if done:
+                return done
+            for j in jobs:
+                s.add(JobRow(**{k: getattr(j, k) for k in _job_fields()}))
+            return []
 
     def get_job(self, job_id: int) -> Job | None:
         with self.tx() as s:
