@@ -9,6 +9,7 @@ and its usage record is keyed by (job_id, run).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pwd
@@ -16,7 +17,7 @@ import signal as _signal
 import time
 from typing import Any
 
-from batchd import isolation, jobenv, launcher
+from batchd import faults, isolation, jobenv, jobexec, launcher
 from batchd.config import Config
 from batchd.errors import ConfigError
 from batchd.model import Job
@@ -26,6 +27,13 @@ from batchd.store import Store
 
 log = logging.getLogger(__name__)
 
+#: Passes in a row a running job's bookkeeping may fail before its run is ended FAILED.
+STRIKES = 3
+_VALID_SIGNALS = {int(s) for s in _signal.valid_signals()}
+
+
+def _describe(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"
 
 
 class Agent:
@@ -45,6 +53,9 @@ class Agent:
 
             self._gpu_sampler = GpuSampler()
         self._sent: dict[tuple[int, int], str] = {}
+        self._strikes: dict[tuple[int, int], int] = {}
+        self._once = faults.OnceLog(log)
+        self._supervisors: dict[tuple[int, int], int] | None = None  # per pass, when asked
         self.isolation = self._isolation_mode(cfg.isolation)
 
     @staticmethod
@@ -62,68 +73,162 @@ class Agent:
 
     def _mine(self, j: Job) -> bool:
         alloc = j.allocation or {}
-        return bool(alloc) and next(iter(alloc)) in self.nodes
+        return isinstance(alloc, dict) and bool(alloc) and next(iter(alloc)) in self.nodes
 
     # ------------------------------------------------------------------ one pass
     def step(self) -> int:
         """One pass over the running jobs of this agent's nodes; returns how many runs
-        ended (the caller wakes the scheduler when > 0)."""
+        ended (the caller wakes the scheduler when > 0).
+
+        One job never stops the pass: an error in one job's launch or bookkeeping is
+        logged once and the pass goes on with the others (`_job_failed`); a job that
+        keeps failing its bookkeeping is ended FAILED (SystemFailure)."""
         ended = 0
         running = [j for j in self.store.list_jobs(states=["RUNNING"]) if self._mine(j)]
         live = set()
+        self._supervisors = None
         for j in running:
-            run = j.restarts
-            live.add((j.id, run))
+            live.add((j.id, j.restarts))
             try:
-                st = launcher.poll(self.spool, j.id, run)
-            except FileNotFoundError:
-                if j.action in ("cancel", "preempt", "requeue"):
-                    # asked to end before it was launched: end it without running it
-                    self._finish_unlaunched(j)
-                    ended += 1
-                    continue
-                self._launch(j)
-                continue
-            if st.state == "EXITED":
-                self._finish(j, st)
-                ended += 1
-            elif st.state == "LOST" and not st.pid and st.start_time is None:
-                # the daemon died in the middle of launching this run (its dir exists, its
-                # supervisor never started): `launch` is idempotent and starts it once
-                self._launch(j)
-            elif st.state == "LOST":
-                # the supervisor is gone: kill whatever of the job is left, then record it
-                launcher.terminate(self.spool, j.id, run, "node_fail", grace_s=0)
-                self._finish(j, st, lost=True)
-                ended += 1
-            else:
-                if j.action:
-                    self._forward(j)
-                self._sample(j, st.pid)
+                ended += self._step_job(j)
+                self._strikes.pop((j.id, j.restarts), None)
+            except Exception as e:  # isolation: this job's failure, not the pass's
+                ended += self._job_failed(j, e)
         # runs in the spool that the store no longer shows running here: the store gave
         # up on them (cancelled, or NODE_FAIL while this agent was away and requeued).
         # A live one is killed; an ended one is recorded unless the store has its end.
         for job_id, run in launcher.list_runs(self.spool):
             if (job_id, run) in live:
                 continue
-            st = launcher.poll(self.spool, job_id, run)
-            if st.state == "RUNNING":
-                if self._sent.get((job_id, run)) != "orphan":
-                    log.warning("killing a run the store gave up on job_id=%s run=%s", job_id, run)
-                    launcher.terminate(self.spool, job_id, run, "node_fail", grace_s=0)
-                    self._sent[(job_id, run)] = "orphan"
-                continue
-            if self.store.has_usage(job_id, run):
-                launcher.collect(self.spool, job_id, run)
-                self._sent.pop((job_id, run), None)
-                continue
-            job = self.store.get_job(job_id)
-            if job is not None:
-                self._finish(job, st, lost=st.state == "LOST")
-            else:
-                launcher.collect(self.spool, job_id, run)
-        self.steps.step()
+            try:
+                self._step_orphan(job_id, run)
+            except Exception as e:
+                if faults.cause(e) == faults.UNREACHABLE:
+                    raise
+                self._once(("orphan", job_id, run), logging.ERROR, "run bookkeeping failed job_id=%s run=%s "
+                           "error=%s", job_id, run, _describe(e), exc_info=faults.cause(e) is None)
+        try:
+            self.steps.step()
+        except Exception as e:
+            if faults.cause(e) == faults.UNREACHABLE:
+                raise
+            self._once(("steps", type(e).__name__), logging.ERROR, "step pass failed error=%s", _describe(e),
+                       exc_info=faults.cause(e) is None)
+        self._once.clear_where(lambda k: isinstance(k, tuple) and len(k) == 3 and k[0] in ("job", "gone")
+                               and (k[1], k[2]) not in live)
         return ended
+
+    def _step_job(self, j: Job) -> int:
+        """One running job's part of the pass; returns 1 when its run ended."""
+        run = j.restarts
+        try:
+            st = launcher.poll(self.spool, j.id, run)
+        except FileNotFoundError:
+            if j.launched_run is not None and j.launched_run >= run:
+                # launched before, and its run directory is gone (removed by hand, a
+                # cleaner): never a second start; the supervisor restores the directory
+                return self._directory_gone(j)
+            if j.action in ("cancel", "preempt", "requeue"):
+                # asked to end before it was launched: end it without running it
+                self._finish_unlaunched(j)
+                return 1
+            self._launch(j)
+            return 0
+        if st.state == "EXITED":
+            self._finish(j, st)
+            return 1
+        if st.state == "LOST" and not st.pid and st.start_time is None:
+            # the daemon died in the middle of launching this run (its dir exists, its
+            # supervisor never started): `launch` is idempotent and starts it once
+            self._launch(j)
+            return 0
+        if st.state == "LOST":
+            # the supervisor is gone: kill whatever of the job is left, then record it
+            launcher.terminate(self.spool, j.id, run, "node_fail", grace_s=0)
+            self._finish(j, st, lost=True)
+            return 1
+        if j.action:
+            self._forward(j)
+        self._sample(j, st.pid)
+        return 0
+
+    def _step_orphan(self, job_id: int, run: int) -> None:
+        st = launcher.poll(self.spool, job_id, run)
+        if st.state == "RUNNING":
+            if self._sent.get((job_id, run)) != "orphan":
+                log.warning("killing a run the store gave up on job_id=%s run=%s", job_id, run)
+                launcher.terminate(self.spool, job_id, run, "node_fail", grace_s=0)
+                self._sent[(job_id, run)] = "orphan"
+            return
+        if self.store.has_usage(job_id, run):
+            launcher.collect(self.spool, job_id, run)
+            self._sent.pop((job_id, run), None)
+            return
+        job = self.store.get_job(job_id)
+        if job is None:
+            launcher.collect(self.spool, job_id, run)
+            return
+        try:
+            self._finish(job, st, lost=st.state == "LOST")
+        except Exception as e:
+            if faults.cause(e) is not None:
+                raise  # the disk or the database: the next pass tries again
+            # a record that can never be written (malformed job): give up on it once
+            log.error("run end not recorded job_id=%s run=%s error=%s", job_id, run, _describe(e))
+            launcher.collect(self.spool, job_id, run)
+
+    # ------------------------------------------------------------------ isolation
+    def _job_failed(self, j: Job, e: Exception) -> int:
+        """A job's part of the pass raised. The disk, the database: logged once in plain
+        words, tried again next pass (nothing is lost: the exit status stays in the
+        spool). Anything else is this job's: logged once; after STRIKES passes in a row
+        its run is ended FAILED (reason SystemFailure). Returns 1 when the run ended."""
+        why = faults.cause(e)
+        if why == faults.UNREACHABLE:
+            raise e
+        if why is not None:
+            self._once(("fault", why), logging.ERROR, "agent pass incomplete: %s (job_id=%s run=%s: %s); "
+                       "the job's end is kept and recorded once the cause is gone", why, j.id, j.restarts, e)
+            return 0
+        key = (j.id, j.restarts)
+        self._strikes[key] = self._strikes.get(key, 0) + 1
+        self._once(("job", j.id, j.restarts), logging.ERROR, "job bookkeeping failed job_id=%s run=%s error=%s",
+                   j.id, j.restarts, _describe(e), exc_info=True)
+        if self._strikes[key] < STRIKES:
+            return 0
+        self._strikes.pop(key, None)
+        log.error("job failed: its bookkeeping keeps failing job_id=%s run=%s", j.id, j.restarts)
+        with contextlib.suppress(Exception):
+            launcher.terminate(self.spool, j.id, j.restarts, "node_fail", grace_s=0)
+        now = time.time()
+        try:
+            self._record(j, "FAILED", 1, 0, j.start_time or now, now, None)
+        except Exception:  # the record itself cannot be built: end the job without it
+            self.store.update_job(j.id, ("RUNNING",), state="FAILED", end_time=now, exit_code=1, exit_signal=0,
+                                  action=None)
+        self.store.update_job(j.id, ("FAILED",), reason="SystemFailure")
+        self.on_change()
+        return 1
+
+    def _directory_gone(self, j: Job) -> int:
+        """Run `j.restarts` was launched but its spool directory is gone. A live
+        supervisor restores it (and keeps the job's end): wait for it. With none, the
+        run is recorded NODE_FAIL once; it is never started a second time."""
+        run = j.restarts
+        if self._supervisors is None:
+            self._supervisors = launcher.find_supervisors(self.spool)
+        if (j.id, run) in self._supervisors:
+            self._once(("gone", j.id, run), logging.WARNING, "run directory gone, its supervisor is alive: "
+                       "waiting for it to restore it job_id=%s run=%s pid=%s", j.id, run,
+                       self._supervisors[(j.id, run)])
+            return 0
+        log.error("run directory gone and no supervisor: recording the run NODE_FAIL, not starting it again "
+                  "job_id=%s run=%s", j.id, run)
+        if j.action == "cancel":
+            self._finish_unlaunched(j)
+        else:
+            self._finish(j, launcher.RunStatus("LOST", j.id, run), lost=True)
+        return 1
 
     # ------------------------------------------------------------------ efficiency
     def _sample(self, j: Job, pid: int) -> None:
@@ -159,6 +264,65 @@ class Agent:
 
     # ------------------------------------------------------------------ launch
     def _launch(self, j: Job) -> None:
+        """Start the job's current run once: the store records the launch (launched_run,
+        compare-and-set) before the run's directory is made, so that a run whose
+        directory later vanishes is never started again. A job whose request cannot be
+        built or whose supervisor cannot start ends FAILED (JobLaunchFailure), with a line
+        in its error file where that can be written."""
+        run = j.restarts
+        try:
+            req = self._request(j)
+        except Exception as e:
+            self._launch_failed(j, e, None)
+            return
+        jobdir = launcher.jobdir_path(self.spool, j.id, run)
+        fresh = not os.path.isdir(jobdir)
+        if fresh and not self.store.mark_launched(j.id, run):
+            log.info("job launch skipped, the store changed job_id=%s run=%s", j.id, run)
+            return
+        try:
+            info = launcher.launch(req, self.spool)
+            log.info("job launched job_id=%s run=%s node=%s pid=%s", j.id, run, req.node, info.pid)
+            self._once.clear(("fault", faults.NO_SPACE))
+        except Exception as e:  # the job cannot start: it fails, the daemon goes on
+            if fresh and not os.path.isdir(jobdir):
+                self.store.clear_launched(j.id, run)  # nothing started: a later launch is the first
+                if faults.cause(e) is not None:
+                    # the disk or the database, not the job: it waits and is launched later
+                    self._once(("fault", faults.cause(e)), logging.ERROR, "job not launched: %s job_id=%s "
+                               "run=%s (launched once the cause is gone)", faults.cause(e), j.id, run)
+                    return
+            self._launch_failed(j, e, req)
+
+    def _launch_failed(self, j: Job, e: Exception, req: launcher.LaunchRequest | None) -> None:
+        log.error("job launch failed job_id=%s run=%s error=%s", j.id, j.restarts, _describe(e))
+        self._note_failure(j, req, f"batchd: error: job {j.id} could not be launched: {e}\n")
+        now = time.time()
+        self._record(j, "FAILED", 1, 0, j.start_time or now, now, None)
+        self.store.update_job(j.id, ("FAILED",), reason="JobLaunchFailure")
+
+    def _note_failure(self, j: Job, req: launcher.LaunchRequest | None, line: str) -> None:
+        """Append `line` to the job's error file, as the user (the request's file, else
+        Slurm's default `slurm-<id>.out` in its working directory); best effort."""
+        try:
+            spec = j.spec if isinstance(j.spec, dict) else {}
+            workdir = req.workdir if req else spec.get("workdir")
+            if not isinstance(workdir, str) or not os.path.isabs(workdir):
+                return
+            if req is not None:
+                path = req.stderr or req.stdout
+            elif j.array_job_id is not None:
+                path = os.path.join(workdir, f"slurm-{j.array_job_id}_{j.array_task_id}.out")
+            else:
+                path = os.path.join(workdir, f"slurm-{j.id}.out")
+            uid, gid = (j.uid, j.gid) if os.getuid() == 0 else (os.getuid(), os.getgid())
+            jobexec.append_as_user(j.user, uid, gid, path, line)
+        except Exception as e:  # the note is a courtesy; the job's reason says it anyway
+            log.warning("launch failure note not written job_id=%s error=%s", j.id, e)
+
+    def _request(self, j: Job) -> launcher.LaunchRequest:
+        """The LaunchRequest of the job's current run, from its stored spec; raises on a
+        spec it cannot be built from (the caller fails the job)."""
         alloc = j.allocation or {}
         node = next(iter(alloc))
         spec = j.spec
@@ -189,6 +353,8 @@ class Agent:
             home = "/"
         uid, gid = (j.uid, j.gid) if os.getuid() == 0 else (os.getuid(), os.getgid())
         sig = spec.get("signal")
+        if sig and int(sig["signal"]) not in _VALID_SIGNALS:
+            raise launcher.LaunchError(f"invalid signal {sig['signal']!r}")
         if sig and not sig.get("batch_only"):
             # Slurm: --signal without `B:` goes to the job's steps (srun), never to the batch
             # step, whose processes are the script and what it starts directly (the steps'
@@ -211,14 +377,8 @@ class Agent:
             cpu_ids=[int(c) for c in alloc[node].get("cpu_ids") or []] or None,
             devices=isolation.job_devices(alloc[node], inv.get(node)) if self.isolation == "systemd" else None,
         )
-        try:
-            info = launcher.launch(req, self.spool)
-            log.info("job launched job_id=%s run=%s node=%s pid=%s", j.id, j.restarts, node, info.pid)
-        except Exception as e:  # the job cannot start: it fails, the daemon goes on
-            log.error("job launch failed job_id=%s error=%s", j.id, e)
-            now = time.time()
-            self._record(j, "FAILED", 1, 0, j.start_time or now, now, None)
-            self.store.update_job(j.id, ("FAILED",), reason="JobLaunchFailure")
+        _check_request(req)
+        return req
 
     # ------------------------------------------------------------------ requests
     def _forward(self, j: Job) -> None:
@@ -230,7 +390,7 @@ class Agent:
         if action == "cancel":
             launcher.terminate(self.spool, j.id, j.restarts, "cancel", grace_s=self.cfg.kill_wait_s)
         elif action in ("preempt", "requeue"):
-            sig = (j.spec.get("signal") or {}).get("signal") or int(_signal.SIGTERM)
+            sig = _job_signal(j.spec)
             grace = next((q.grace_time_s for q in self.cfg.qos if q.name == j.qos),
                          int(self.cfg.scheduler.get("grace_time_s", 60)))
             if action == "requeue":
@@ -301,3 +461,26 @@ class Agent:
 
 def _path(p: str, workdir: str) -> str:
     return p if os.path.isabs(p) else os.path.join(workdir, p)
+
+
+def _job_signal(spec: Any) -> int:
+    """The job's `--signal` number for preemption; SIGTERM when it has none or a stored
+    one that is not a signal the kernel accepts."""
+    sig = spec.get("signal") if isinstance(spec, dict) else None
+    num = sig.get("signal") if isinstance(sig, dict) else None
+    try:
+        return int(num) if num is not None and int(num) in _VALID_SIGNALS else int(_signal.SIGTERM)
+    except (TypeError, ValueError):
+        return int(_signal.SIGTERM)
+
+
+def _check_request(req: launcher.LaunchRequest) -> None:
+    """LaunchError when a stored spec produced a request the supervisor cannot run
+    (what the socket's checks would have refused, for jobs stored before them)."""
+    if not isinstance(req.script, str) or not all(isinstance(a, str) for a in req.argv):
+        raise launcher.LaunchError("the job's script and arguments must be text")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in req.env.items()):
+        raise launcher.LaunchError("the job's environment must map names to text")
+    for path in (req.stdout, req.stderr, req.stdin, req.workdir):
+        if path is not None and (not isinstance(path, str) or "\0" in path):
+            raise launcher.LaunchError(f"invalid path {path!r}")

@@ -8,11 +8,14 @@ which the agent turns into signals.
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import time
 from typing import Any
 
 from batchd import dependency as deps
+from batchd import faults
 from batchd.config import Config
 from batchd.hostlist import compress
 from batchd.model import Job
@@ -26,6 +29,9 @@ CYCLE_KEY = "#cycle"  # usage_state row whose `updated` is the end of the last u
 #: The reason of a job held by `scontrol requeuehold`, as Slurm words it.
 REQUEUE_HELD = "job requeued in held state"
 HELD_REASONS = ("JobHeldUser", "JobHeldAdmin", REQUEUE_HELD)
+#: The reason of a pending job the controller cannot evaluate (a stored request it cannot
+#: read, or one the scheduler refuses): it stays pending, out of every cycle, until changed.
+BAD_REQUEST = "BadConstraints"
 INELIGIBLE = ("JobHeldUser", "JobHeldAdmin", REQUEUE_HELD, "BeginTime", "Dependency",
               "DependencyNeverSatisfied", "JobArrayTaskLimit")
 
@@ -148,6 +154,11 @@ class Controller:
         self._dep_index: tuple[set[int], dict[tuple[str, str], list[Job]]] | None = None
         self._stored_priority: dict[int, int] = {}
         self._stored_estimate: dict[int, float | None] = {}
+        # pending jobs the scheduler cannot take: id -> signature of the request it refused
+        self._bad: dict[int, str] = {}
+        self._bad_now: dict[int, str] = {}
+        self._jobs_by_id: dict[int, Job] = {}
+        self._once = faults.OnceLog(log)
 
     # ------------------------------------------------------------------ snapshot
     def _eligibility(self, j: Job, by_id: dict[int, Job], all_jobs: list[Job], now: float) -> str | None:
@@ -199,6 +210,7 @@ class Controller:
                                             "OUT_OF_MEMORY"],
                                     since=now - 86400)
         by_id = {j.id: j for j in jobs}
+        self._jobs_by_id = by_id
         self._stored_reason = {j.id: j.reason for j in jobs if j.state == "PENDING"}
         self._dep_text, self._eligible = {}, {}
         self._dep_index = None
@@ -208,34 +220,64 @@ class Controller:
         nodes = self.store.list_nodes()
         part_nodes = {p.name: p.nodes for p in self.cfg.partitions}
         out_jobs = []
+        self._bad_now: dict[int, str] = {}  # pending jobs left out of this cycle: id -> why
         for j in jobs:
             if j.state not in ("PENDING", "RUNNING", "SUSPENDED"):
                 continue
-            q = qos.get(j.qos)
-            r = j.request
-            d: dict[str, Any] = {
-                "id": j.id, "account": j.account, "user": j.user, "state": j.state,
-                "priority": q.priority if q else 0, "preemptible": q.preemptible if q else True,
-                "submit_time": j.submit_time, "time_limit_s": None if j.time_limit_s in (None, -1)
-                else j.time_limit_s, "tasks": int(r.get("tasks") or 1), "nodes": r.get("nodes"),
-                "tasks_per_node": r.get("tasks_per_node"), "per_task": dict(r.get("per_task") or {}),
-                "partition": j.partition, "qos": j.qos, "nice": j.nice, "hold": j.hold,
-                "qos_priority_value": q.priority if q else 0, "billing": j.billing,
-                "eligible_time": j.eligible_time or j.submit_time,
-                "partition_nodes": _allowed_nodes(part_nodes.get(j.partition), j.spec),
-            }
-            if r.get("exclusive"):
-                d["exclusive"] = True
-            if j.state != "PENDING":
-                d["state"] = "RUNNING"
-                d["start_time"] = j.start_time
-                d["allocation"] = j.allocation or {}
-            else:
-                why = self._eligibility(j, by_id, jobs, now)
-                if why is not None:
-                    d["eligible"] = False
-                    d["reason"] = why
-            out_jobs.append(d)
+            if j.state == "PENDING" and self._bad.get(j.id) == _signature(j):
+                self._bad_now[j.id] = "known"
+                continue
+            try:
+                out_jobs.append(self._job_entry(j, qos, part_nodes, by_id, jobs, now))
+            except Exception as e:  # isolation: one job's record never stops the cycle
+                if j.state == "PENDING":
+                    self._refuse(j, e)
+                else:
+                    # a running job holds its devices whatever else is wrong with it
+                    self._once(("running", j.id), logging.ERROR, "running job entry incomplete job_id=%s "
+                               "error=%s", j.id, e)
+                    out_jobs.append(_running_fallback(j))
+        self._bad = {jid: sig for jid, sig in self._bad.items() if jid in self._bad_now}
+        return self._snapshot_rest(now, nodes, out_jobs)
+
+    def _refuse(self, j: Job, e: BaseException) -> None:
+        """Leave pending job `j` out of the cycles until its request changes; it shows
+        BAD_REQUEST in squeue; logged once."""
+        self._bad[j.id] = _signature(j)
+        self._bad_now[j.id] = str(e)
+        log.error("job cannot be scheduled, left pending reason=%s job_id=%s error=%s: %s", BAD_REQUEST, j.id,
+                  type(e).__name__, e)
+
+    def _job_entry(self, j: Job, qos: dict[str, Any], part_nodes: dict[str, Any], by_id: dict[int, Job],
+                   jobs: list[Job], now: float) -> dict[str, Any]:
+        """One active job in the snapshot's form; raises on a record it cannot be built from."""
+        q = qos.get(j.qos)
+        r = j.request
+        d: dict[str, Any] = {
+            "id": j.id, "account": j.account, "user": j.user, "state": j.state,
+            "priority": q.priority if q else 0, "preemptible": q.preemptible if q else True,
+            "submit_time": j.submit_time, "time_limit_s": None if j.time_limit_s in (None, -1)
+            else j.time_limit_s, "tasks": int(r.get("tasks") or 1), "nodes": r.get("nodes"),
+            "tasks_per_node": r.get("tasks_per_node"), "per_task": dict(r.get("per_task") or {}),
+            "partition": j.partition, "qos": j.qos, "nice": j.nice, "hold": j.hold,
+            "qos_priority_value": q.priority if q else 0, "billing": j.billing,
+            "eligible_time": j.eligible_time or j.submit_time,
+            "partition_nodes": _allowed_nodes(part_nodes.get(j.partition), j.spec),
+        }
+        if r.get("exclusive"):
+            d["exclusive"] = True
+        if j.state != "PENDING":
+            d["state"] = "RUNNING"
+            d["start_time"] = j.start_time
+            d["allocation"] = j.allocation or {}
+        else:
+            why = self._eligibility(j, by_id, jobs, now)
+            if why is not None:
+                d["eligible"] = False
+                d["reason"] = why
+        return d
+
+    def _snapshot_rest(self, now: float, nodes: list[Any], out_jobs: list[dict[str, Any]]) -> dict[str, Any]:
         accounts = [{"name": a.name, "parent": a.parent, "priority": a.priority, "shares": a.shares,
                      "resources": a.resources} for a in self.store.list_accounts()]
         users = [{"name": a["user"], "account": a["account"],
@@ -281,7 +323,12 @@ class Controller:
         if down:
             for j in self.store.list_jobs(states=["RUNNING"]):
                 if set(j.allocation or {}) & set(down):
-                    end_run(self.store, j, "NODE_FAIL", 0, 0, j.start_time or now, now, None, j.restarts)
+                    try:
+                        end_run(self.store, j, "NODE_FAIL", 0, 0, j.start_time or now, now, None, j.restarts)
+                    except Exception as e:  # isolation: the other jobs of the node are ended
+                        if faults.cause(e) is not None:
+                            raise
+                        log.error("node-failed job not recorded job_id=%s error=%s", j.id, e)
         return down
 
     # ------------------------------------------------------------------ fair-share usage
@@ -327,12 +374,49 @@ class Controller:
         prios = self._priorities(snap)
         if prios is not None:
             snap["priorities"] = prios
-        decisions = decide(load_snapshot(snap)).to_dict()
+        decisions = self._decide(snap, decide, load_snapshot)
         self.apply(snap, decisions, now)
         if prios is not None:
             self._store_priorities(prios)
         self.last_decisions = decisions
         return decisions
+
+    def _decide(self, snap: dict[str, Any], decide: Any, load_snapshot: Any) -> dict[str, Any]:
+        """`decide` on the snapshot. A pending job the scheduler refuses (a ValueError
+        naming `jobs[i]`, or a cycle that fails with it and passes without it) is taken
+        out (BAD_REQUEST) and the cycle runs on without it; a running job's entry is
+        never taken out. Raises only when the cycle fails with no pending job to blame."""
+        for _attempt in range(MAX_REFUSED_PER_CYCLE):
+            try:
+                return dict(decide(load_snapshot(snap)).to_dict())
+            except Exception as e:
+                if faults.cause(e) is not None:
+                    raise
+                culprit = self._culprit(snap, e, decide, load_snapshot)
+                if culprit is None:
+                    raise
+                j = snap["jobs"].pop(culprit)
+                job = self._jobs_by_id.get(int(j["id"]))
+                if job is None:
+                    raise
+                self._refuse(job, e)
+        raise RuntimeError("too many jobs refused in one cycle")
+
+    def _culprit(self, snap: dict[str, Any], e: Exception, decide: Any, load_snapshot: Any) -> int | None:
+        """Index in snap["jobs"] of a pending job that makes the cycle fail, or None."""
+        m = _JOB_PATH.match(str(e)) if isinstance(e, ValueError) else None
+        jobs = snap["jobs"]
+        if m and int(m.group(1)) < len(jobs) and jobs[int(m.group(1))].get("state") == "PENDING":
+            return int(m.group(1))
+        running = [d for d in jobs if d.get("state") != "PENDING"]
+        for i, d in enumerate(jobs):  # only on a failed cycle: each pending job alone with the running
+            if d.get("state") != "PENDING":
+                continue
+            try:
+                decide(load_snapshot({**snap, "jobs": [*running, d]}))
+            except Exception:
+                return i
+        return None
 
     def _priorities(self, snap: dict[str, Any]) -> dict[str, int] | None:
         """Slurm multifactor priority of every active job, computed once per cycle: the
@@ -341,8 +425,8 @@ class Controller:
 
         try:
             return job_priorities(snap)
-        except ValueError as e:  # an inconsistent tree must not stop scheduling
-            log.warning("priorities not computed error=%s", e)
+        except Exception as e:  # an inconsistent tree (or one odd job) must not stop scheduling
+            self._once(("priorities", str(e)), logging.WARNING, "priorities not computed error=%s", e)
             return None
 
     def _store_priorities(self, prios: dict[str, int]) -> None:
@@ -365,13 +449,21 @@ class Controller:
             if jid in self._eligible:
                 vals["eligible_time"] = self._eligible[jid]
             changes.append((jid, ("PENDING",), vals))
+        for jid in self._bad_now:
+            if self._stored_reason.get(jid) != BAD_REQUEST:
+                changes.append((jid, ("PENDING",), {"reason": BAD_REQUEST}))
         started = []
         for st in dec.get("start", []):
             if st.get("after"):
                 continue  # waits for its victims' devices; a later cycle starts it
             alloc = st["allocation"]
-            tres = alloc_tres(alloc, inv)
-            bill = billing(self.weights, tres)
+            try:
+                tres = alloc_tres(alloc, inv)
+                bill = billing(self.weights, tres)
+            except Exception as e:  # isolation: the job is not started, the others are
+                self._once(("start", st.get("job")), logging.ERROR, "job not started job_id=%s error=%s",
+                           st.get("job"), e)
+                continue
             changes.append((int(st["job"]), ("PENDING",), {
                 "state": "RUNNING", "allocation": alloc, "start_time": now, "end_time": None,
                 "node_list": compress(list(alloc)), "tres_alloc": format_tres(tres, bill),
@@ -401,6 +493,31 @@ class Controller:
             log.info("job started job_id=%s", jid)
         for pre in dec.get("preempt", []):
             log.info("job preempted job_id=%s reason=%s for=%s", pre["job"], pre.get("reason"), pre.get("for"))
+
+
+#: At most this many pending jobs are taken out of one cycle (then the cycle fails).
+MAX_REFUSED_PER_CYCLE = 50
+_JOB_PATH = re.compile(r"^jobs\[(\d+)\]")
+
+
+def _signature(j: Job) -> str:
+    """What a refused job's verdict depends on: a change (scontrol update) re-evaluates it."""
+    try:
+        return json.dumps([j.request, j.spec.get("nodelist"), j.spec.get("exclude"), j.partition, j.qos,
+                           j.account, j.time_limit_s, j.hold], sort_keys=True, default=str)
+    except Exception:
+        return repr((j.request, j.partition, j.qos, j.account, j.time_limit_s, j.hold))
+
+
+def _running_fallback(j: Job) -> dict[str, Any]:
+    """The snapshot entry of a running job whose record is partly unreadable: enough for
+    the scheduler to count what it holds."""
+    return {"id": j.id, "account": j.account, "user": j.user, "state": "RUNNING", "priority": 0,
+            "preemptible": False, "submit_time": j.submit_time, "start_time": j.start_time,
+            "time_limit_s": None, "tasks": 1, "nodes": None, "tasks_per_node": None, "per_task": {},
+            "allocation": j.allocation if isinstance(j.allocation, dict) else {}, "partition": j.partition,
+            "qos": j.qos, "nice": 0, "hold": False, "qos_priority_value": 0, "billing": 0.0,
+            "eligible_time": j.submit_time, "partition_nodes": None}
 
 
 def _allowed_nodes(partition_nodes: list[str] | None, spec: dict[str, Any]) -> list[str] | None:

@@ -8,6 +8,7 @@ import contextlib
 import logging
 import os
 import signal
+import subprocess
 import time
 from typing import NoReturn
 
@@ -149,3 +150,27 @@ def append_line(path: str, line: str) -> None:
         log.warning("stepd note not written path=%s error=%s", path, exc)
     finally:
         os.close(fd)
+
+
+
+def append_as_user(user: str, uid: int, gid: int, path: str, line: str) -> None:
+    """Append `line` to `path` as the user `uid`/`gid`, e.g. why a job could not be
+    launched, into the job's error file. Safe in a threaded daemon: the user's side is a
+    fresh `/bin/sh` started with the user's identity (no Python code runs in a fork).
+    Failures are only logged."""
+    if os.geteuid() != 0:
+        append_line(path, line)
+        return
+    try:
+        groups = os.getgrouplist(user, gid)
+    except (KeyError, OSError):
+        groups = [gid]
+    try:
+        r = subprocess.run(["/bin/sh", "-c", 'printf "%s" "$1" >> "$2"', "sh", line, path],
+                           user=uid, group=gid, extra_groups=groups, stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=10, check=False, cwd="/", env={"PATH": "/usr/bin:/bin"})
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("note not written path=%s error=%s", path, exc)
+        return
+    if r.returncode != 0:
+        log.warning("note not written path=%s error=%s", path, r.stderr.decode(errors="replace").strip()[-200:])

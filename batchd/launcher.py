@@ -17,7 +17,8 @@ import fcntl
 import itertools
 import logging
 import os
-import select
+import resource
+import selectors
 import shutil
 import signal as _signal
 import subprocess
@@ -219,14 +220,51 @@ def _unit_gone(unit: str) -> bool:
 
 
 def _read_ready(fd: int, timeout_s: float) -> bytes:
+    """The supervisor's answer on `fd` (b"" at EOF or after `timeout_s`). Waits with
+    poll, not select(): it works whatever the descriptor's number (a daemon holding many
+    connections has descriptors above FD_SETSIZE, 1024)."""
     deadline = time.monotonic() + timeout_s
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return b""
-        readable, _, _ = select.select([fd], [], [], left)
-        if readable:
-            return os.read(fd, 16)
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return b""
+            if sel.select(left):
+                return os.read(fd, 16)
+
+
+def raise_nofile_limit() -> int:
+    """Raise this process's soft RLIMIT_NOFILE to its hard limit (a daemon serving many
+    connections must not run out of descriptors); returns the new soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as exc:
+            log.warning("descriptor limit not raised soft=%s hard=%s error=%s", soft, hard, exc)
+    return soft
+
+
+def find_supervisors(spool_dir: str) -> dict[tuple[int, int], int]:
+    """(job_id, run) -> pid of every live supervisor of a run of `spool_dir`, from the
+    processes' command lines (`... batchd.supervisor [options] <spool>/job.<id>.<run>`),
+    whether or not the run's directory still exists."""
+    spool = os.path.abspath(spool_dir)
+    found: dict[tuple[int, int], int] = {}
+    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
+        try:
+            cmd = proc.info["cmdline"] or []
+            if "batchd.supervisor" not in cmd or proc.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            path = cmd[-1]
+        except (psutil.Error, IndexError, TypeError):
+            continue
+        m = JOBDIR_RE.match(os.path.basename(path))
+        if m and os.path.dirname(path) == spool:
+            found[(int(m.group(1)), int(m.group(2)))] = int(proc.info["pid"])
+    return found
 
 
 def _existing_info(jobdir: str) -> LaunchInfo | None:

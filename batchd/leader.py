@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
-import select
+import selectors
 import socket
 import threading
 import time
@@ -153,9 +153,12 @@ class Notifier:
             try:
                 with psycopg.connect(_pg_conninfo(self.url), autocommit=True, connect_timeout=5) as c:
                     c.execute(f"LISTEN {CHANNEL}")
+                    # poll-based (no select(): the daemon's descriptors may pass 1024)
+                    sel = selectors.DefaultSelector()
+                    sel.register(c.fileno(), selectors.EVENT_READ)
                     while not self._stop.is_set():
                         # wait on the socket so that a dead connection is noticed
-                        ready, _, _ = select.select([c.fileno()], [], [], 1.0)
+                        ready = sel.select(1.0)
                         if ready:
                             for n in c.notifies(timeout=0):
                                 self.on_notify(n.payload)

@@ -64,6 +64,45 @@ def user_name(uid: int) -> str:
         return str(uid)
 
 
+def submit_identity(caller: Caller, spec: dict[str, Any]) -> Caller:
+    """Who a submission runs as and is charged to: the caller, or with `--uid`/`--gid`
+    (`spec["uid"]`, `spec["gid"]`: numbers, or None) the user and group named there.
+
+    Only root may name them (Slurm's `--uid only permitted by root user`; admins of the
+    admin group may not: they would become any user); the uid must be a user of the
+    password database and the gid a group of the group database. The job then runs
+    with that uid, gid and the user's supplementary groups, and the account, its
+    membership and limits are checked as that user. Without `--gid` the job gets the
+    user's primary group (Slurm 22.05 keeps root's group there; batchd never hands a
+    user root's group by accident). Raises PermissionDenied or InvalidRequest."""
+    uid, gid = spec.get("uid"), spec.get("gid")
+    if uid is None and gid is None:
+        return caller
+    for name, v in (("--uid", uid), ("--gid", gid)):
+        if v is None:
+            continue
+        if caller.uid != 0:
+            raise PermissionDenied(f"{name} only permitted by root user")
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**32 - 1:
+            raise InvalidRequest(f"Invalid {name} specification")
+    if uid is not None:
+        try:
+            primary = pwd.getpwuid(uid).pw_gid
+        except KeyError:
+            raise InvalidRequest("Invalid --uid specification") from None
+    else:
+        uid, primary = caller.uid, caller.gid
+    if gid is not None:
+        try:
+            grp.getgrgid(gid)
+        except KeyError:
+            raise InvalidRequest("Invalid --gid specification") from None
+    else:
+        gid = primary
+    log.info("submission on behalf of another user caller_uid=%s uid=%s gid=%s", caller.uid, uid, gid)
+    return Caller(uid=uid, gid=gid, pid=caller.pid)
+
+
 class Service:
     def __init__(self, cfg: Config, store: Store, wake: Callable[[], None] = lambda: None,
                  snapshot: Callable[[], dict[str, Any]] | None = None):
@@ -126,6 +165,7 @@ class Service:
     def submit(self, caller: Caller, spec: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(spec, dict) or not isinstance(spec.get("script", ""), str):
             raise InvalidRequest("malformed job specification")
+        caller = submit_identity(caller, spec)  # --uid/--gid (root only): run and charge as that user
         user = caller.user
         # a client-made token per submission: the retry of one whose reply was lost (the
         # daemon died after the commit) gets the same job ids back instead of a second job

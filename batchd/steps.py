@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from batchd import jobenv, launcher
@@ -24,6 +25,10 @@ from batchd.store import steps as step_store
 log = logging.getLogger(__name__)
 
 FINAL = ("COMPLETED", "FAILED", "CANCELLED")
+#: At most this many tasks in one step, whatever the allocation (each is a supervisor).
+MAX_STEP_TASKS = 4096
+#: Step tasks launched at the same time, in the background of the agent's pass.
+LAUNCH_WORKERS = 4
 STEP_SCRIPT = '#!/bin/sh\nexec "$@"\n'
 GPU_VARS = ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK",
             "SLURM_STEP_GPUS", "SLURM_GPUS_ON_NODE", "SLURM_JOB_GPUS", "SLURM_CPUS_ON_NODE")
@@ -46,17 +51,29 @@ def create(service: Any, caller: Any, body: dict[str, Any]) -> dict[str, Any]:
     if job.state != "RUNNING" or not job.allocation:
         raise Conflict(f"Job {job_id} is not running")
     nodes = list(job.allocation)
-    want_nodes = int(body.get("nodes") or len(nodes))
+    try:
+        want_nodes = int(body.get("nodes") or len(nodes))
+        ntasks_req = int(body.get("ntasks") or 0)
+    except (TypeError, ValueError):
+        raise InvalidRequest("ntasks and nodes must be whole numbers") from None
+    if want_nodes < 1 or ntasks_req < 0:
+        raise InvalidRequest("ntasks and nodes must be positive")
     if want_nodes > len(nodes):
         raise InvalidRequest(f"Requested node configuration is not available (the job has {len(nodes)} nodes)")
-    if body.get("ntasks") and not body.get("nodes"):
+    if ntasks_req and not body.get("nodes"):
         # srun: "can't run N processes on M nodes, setting nnodes to N"
-        want_nodes = min(want_nodes, int(body["ntasks"]))
+        want_nodes = min(want_nodes, ntasks_req)
     nodes = nodes[:want_nodes]
     per_node = [int(job.allocation[n].get("tasks") or 1) for n in nodes]
-    ntasks = int(body.get("ntasks") or sum(per_node))
+    ntasks = ntasks_req or sum(per_node)
     if ntasks < len(nodes):
         raise InvalidRequest(f"Invalid number of tasks: {ntasks} tasks on {len(nodes)} nodes")
+    # one CPU per task (no --overcommit), as slurmctld counts a step against the job's
+    # allocation; Slurm 22.05 refuses a step over it with exactly this line
+    cpus = [job.allocation[n].get("cpus") for n in nodes]
+    allocated = sum(int(c) for c in cpus) if all(cpus) else MAX_STEP_TASKS  # old records lack cpus
+    if ntasks > min(allocated, MAX_STEP_TASKS):
+        raise InvalidRequest(f"Unable to create step for job {job_id}: More processors requested than permitted")
     # block distribution, as srun's default: fill node 0's share, then node 1's, ...
     base, extra = divmod(ntasks, len(nodes))
     counts = [base + (1 if i < extra else 0) for i in range(len(nodes))]
@@ -145,6 +162,9 @@ class StepRunner:
         self.nodes = nodes
         self.cluster_name = cluster_name
         self.gpu_env = gpu_env
+        self._pool: ThreadPoolExecutor | None = None
+        self._inflight: dict[tuple[int, int, int, int], tuple[step_store.Task, Future[None]]] = {}
+        self._failed: set[tuple[int, int, int, int]] = set()
 
     @staticmethod
     def _code(t: step_store.Task) -> int:
@@ -152,37 +172,77 @@ class StepRunner:
         return t.run * 1_000_000 + t.step_id * 1000 + t.procid
 
     def step(self) -> int:
+        """One pass over this agent's step tasks; returns how many are active. Tasks are
+        launched in the background (LAUNCH_WORKERS at a time), so a step of many tasks
+        never holds the agent's pass; one task whose bookkeeping fails is logged once and
+        the others go on."""
+        self._collect_launches()
         tasks = step_store.list_tasks(self.store, nodes=sorted(self.nodes),
                                       states=["PENDING", "RUNNING", "CANCELLING"])
         jobs: dict[int, Any] = {}
         for t in tasks:
-            if t.job_id not in jobs:
-                jobs[t.job_id] = self.store.get_job(t.job_id)
-            job = jobs[t.job_id]
-            alive = job is not None and job.state == "RUNNING" and job.restarts == t.run
-            code = self._code(t)
-            if t.state == "PENDING":
-                if not alive:
-                    step_store.set_task(self.store, t, ("PENDING",), state="CANCELLED", end_time=time.time())
-                    continue
-                self._launch(t, job)
-                step_store.set_task(self.store, t, ("PENDING",), state="RUNNING", start_time=time.time())
+            try:
+                self._step_task(t, jobs)
+            except Exception as e:  # isolation: this task's failure, not the pass's
+                key = (t.job_id, t.step_id, t.procid, t.run)
+                if key not in self._failed:
+                    self._failed.add(key)
+                    log.exception("step task bookkeeping failed job_id=%s step=%s procid=%s error=%s",
+                                  t.job_id, t.step_id, t.procid, e)
+        return len(tasks)
+
+    def _step_task(self, t: step_store.Task, jobs: dict[int, Any]) -> None:
+        if t.job_id not in jobs:
+            jobs[t.job_id] = self.store.get_job(t.job_id)
+        job = jobs[t.job_id]
+        alive = job is not None and job.state == "RUNNING" and job.restarts == t.run
+        code = self._code(t)
+        key = (t.job_id, t.step_id, t.procid, t.run)
+        if key in self._inflight:
+            return  # being launched: its state is set when the launch returns
+        if t.state == "PENDING":
+            if not alive:
+                step_store.set_task(self.store, t, ("PENDING",), state="CANCELLED", end_time=time.time())
+                return
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=LAUNCH_WORKERS, thread_name_prefix="step-launch")
+            self._inflight[key] = (t, self._pool.submit(self._launch, t, job))
+            return
+        try:
+            st = launcher.poll(self.spool, t.job_id, code)
+        except FileNotFoundError:
+            step_store.set_task(self.store, t, ("RUNNING", "CANCELLING"), state="CANCELLED", end_time=time.time())
+            return
+        if st.state == "RUNNING":
+            if not alive or t.state == "CANCELLING":
+                launcher.terminate(self.spool, t.job_id, code, "cancel", grace_s=2)
+            return
+        state = "CANCELLED" if t.state == "CANCELLING" or st.final_state == "CANCELLED" else (
+            "COMPLETED" if st.final_state == "COMPLETED" else "FAILED")
+        step_store.set_task(self.store, t, ("RUNNING", "CANCELLING"), state=state, exit_code=st.exit_code,
+                            exit_signal=st.signal, end_time=st.end_time or time.time())
+        launcher.collect(self.spool, t.job_id, code)
+
+    def _collect_launches(self) -> None:
+        """Set the state of the tasks whose background launch returned: RUNNING, or
+        FAILED (exit 1) when the supervisor could not be started."""
+        for key, (t, fut) in list(self._inflight.items()):
+            if not fut.done():
                 continue
             try:
-                st = launcher.poll(self.spool, t.job_id, code)
-            except FileNotFoundError:
-                step_store.set_task(self.store, t, ("RUNNING", "CANCELLING"), state="CANCELLED", end_time=time.time())
+                exc = fut.exception()
+                if exc is None:
+                    step_store.set_task(self.store, t, ("PENDING",), state="RUNNING", start_time=time.time())
+                else:
+                    log.error("step task launch failed job_id=%s step=%s procid=%s error=%s", t.job_id,
+                              t.step_id, t.procid, exc)
+                    now = time.time()
+                    step_store.set_task(self.store, t, ("PENDING",), state="FAILED", exit_code=1, exit_signal=0,
+                                        start_time=now, end_time=now)
+            except Exception as e:  # the store: the next pass tries again
+                log.warning("step task state not stored job_id=%s step=%s error=%s", t.job_id, t.step_id, e)
                 continue
-            if st.state == "RUNNING":
-                if not alive or t.state == "CANCELLING":
-                    launcher.terminate(self.spool, t.job_id, code, "cancel", grace_s=2)
-                continue
-            state = "CANCELLED" if t.state == "CANCELLING" or st.final_state == "CANCELLED" else (
-                "COMPLETED" if st.final_state == "COMPLETED" else "FAILED")
-            step_store.set_task(self.store, t, ("RUNNING", "CANCELLING"), state=state, exit_code=st.exit_code,
-                                exit_signal=st.signal, end_time=st.end_time or time.time())
-            launcher.collect(self.spool, t.job_id, code)
-        return len(tasks)
+            del self._inflight[key]
 
     def _launch(self, t: step_store.Task, job: Any) -> None:
         alloc = job.allocation or {}
@@ -213,9 +273,5 @@ class StepRunner:
             job_id=t.job_id, run=self._code(t), user=job.user, uid=uid, gid=gid, groups=None,
             home=env.get("HOME", "/"), workdir=t.cwd, script=STEP_SCRIPT, argv=list(t.argv), env=env,
             stdout=out, stderr=out, time_limit_s=limit, kill_wait_s=2, signal=sig)
-        try:
-            launcher.launch(req, self.spool)
-            log.info("step task launched job_id=%s step=%s procid=%s node=%s", t.job_id, t.step_id, t.procid, t.node)
-        except Exception as e:  # the task fails; the step and the job go on
-            log.error("step task launch failed job_id=%s step=%s procid=%s error=%s", t.job_id, t.step_id,
-                      t.procid, e)
+        launcher.launch(req, self.spool)  # raises: the task fails, the step and the job go on
+        log.info("step task launched job_id=%s step=%s procid=%s node=%s", t.job_id, t.step_id, t.procid, t.node)

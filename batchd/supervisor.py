@@ -30,9 +30,11 @@ import ctypes
 import fcntl
 import logging
 import os
-import select
+import selectors
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -62,6 +64,8 @@ MEM_POLL_S = 0.25
 CONTROL_SCAN_S = 1.0
 #: How long to wait for leftover processes to die after the batch shell ended (s).
 LEFTOVER_WAIT_S = 2.0
+#: Longest wait between two tries to write the exit status (a full disk) (s).
+WRITE_RETRY_MAX_S = 10.0
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -102,6 +106,8 @@ class Supervisor:
         self.reaped = False  # the batch shell has been waited for
         self.error = b""
         self.peak_rss_kb = 0
+        self.started: dict[str, Any] | None = None  # what started.json holds, to restore it
+        self.lock_fds: list[int] = []  # locks of restored run directories, held to the end
 
     # ------------------------------------------------------------ helpers
     def _path(self, name: str) -> str:
@@ -126,16 +132,16 @@ class Supervisor:
         descendant (processes that left the group). Gone processes are ignored."""
         if batch_only:
             if not self.reaped:  # once reaped, its pid (and group id) may be reused
-                with contextlib.suppress(ProcessLookupError, PermissionError):
+                with contextlib.suppress(OSError):  # gone, or a signal the kernel refuses
                     os.kill(self.child, sig)
             return
         group_done = False
         if not self.reaped:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
+            with contextlib.suppress(OSError):
                 os.killpg(self.child, sig)
                 group_done = True
         for proc in self._tree():  # as subreaper, every process of the job is in the tree
-            with contextlib.suppress(ProcessLookupError, PermissionError, psutil.Error):
+            with contextlib.suppress(OSError, psutil.Error):
                 if not (group_done and os.getpgid(proc.pid) == self.child):
                     os.kill(proc.pid, sig)
 
@@ -172,8 +178,15 @@ class Supervisor:
 
     def _handle_controls(self) -> None:
         assert self.req is not None
-        names = sorted(n for n in os.listdir(self.jobdir)
-                       if n.startswith(CONTROL_PREFIX) and n.endswith(".json"))
+        try:
+            listing = os.listdir(self.jobdir)
+        except FileNotFoundError:
+            self._restore_dir()  # removed under the running job: the daemon must still find it
+            return
+        except OSError as exc:
+            log.warning("job directory unreadable error=%s", exc)
+            return
+        names = sorted(n for n in listing if n.startswith(CONTROL_PREFIX) and n.endswith(".json"))
         for name in names:
             try:
                 data = read_json(self._path(name))
@@ -184,7 +197,10 @@ class Supervisor:
             if not data:
                 continue
             log.info("control request %s", data)
-            sig = int(data.get("signal") or signal.SIGTERM)
+            try:
+                sig = int(data.get("signal") or signal.SIGTERM)
+            except (TypeError, ValueError):
+                sig = int(signal.SIGTERM)
             if data.get("action") == "terminate" and data.get("reason") in REASON_STATE:
                 grace = data.get("grace_s")
                 self._begin_termination(data["reason"], sig, self.req.kill_wait_s if grace is None else grace,
@@ -241,10 +257,62 @@ class Supervisor:
                     break
             time.sleep(0.02)
 
+    # ------------------------------------------------------------ the run directory
+    def _restore_dir(self) -> bool:
+        """Put the job directory back when it was removed while the job runs: request,
+        start record and a held lock, built under a temporary name and renamed into
+        place, so the daemon never sees a directory without them (which it would take
+        for a run never started, and start). True when the directory is there again."""
+        if os.path.isdir(self.jobdir):
+            return True
+        spool = os.path.dirname(self.jobdir)
+        staging = None
+        try:
+            os.makedirs(spool, mode=0o711, exist_ok=True)
+            staging = tempfile.mkdtemp(dir=spool, prefix=f".restore.{os.path.basename(self.jobdir)}.")
+            os.chmod(staging, 0o711 if os.geteuid() == 0 else 0o700)
+            if self.req is not None:
+                write_json_atomic(os.path.join(staging, REQUEST), self.req.to_json())
+            fd = os.open(os.path.join(staging, LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self.lock_fds.append(fd)
+            if self.started is not None:
+                write_json_atomic(os.path.join(staging, STARTED), self.started)
+            os.rename(staging, self.jobdir)
+            log.warning("job directory was removed: restored jobdir=%s", self.jobdir)
+            return True
+        except OSError as exc:
+            log.warning("job directory not restored jobdir=%s error=%s", self.jobdir, exc)
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)
+            return os.path.isdir(self.jobdir)
+
+    def _write_record(self, name: str, record: dict[str, Any]) -> None:
+        """Write `record` as `name` in the job directory, however long it takes: a full
+        disk or a removed directory never loses a job's end. Retries with backoff up to
+        WRITE_RETRY_MAX_S between tries, keeping the record in memory meanwhile; the
+        daemon sees a live supervisor and waits."""
+        delay = 0.2
+        logged = False
+        while True:
+            try:
+                if not os.path.isdir(self.jobdir):
+                    self._restore_dir()
+                write_json_atomic(self._path(name), record)
+                if logged:
+                    log.info("%s written after all jobdir=%s", name, self.jobdir)
+                return
+            except OSError as exc:
+                if not logged:
+                    logged = True
+                    log.error("%s not written, retrying: %s jobdir=%s", name, exc.strerror or exc, self.jobdir)
+            time.sleep(delay)
+            delay = min(delay * 2, WRITE_RETRY_MAX_S)
+
     # ------------------------------------------------------------ main
     def _fail_before_start(self, message: str) -> int:
         now = time.time()
-        write_json_atomic(self._path(EXIT), {
+        self._write_record(EXIT, {
             "pid": 0, "final_state": "FAILED", "exit_code": 1, "signal": 0, "start_time": now,
             "end_time": now, "rusage": {}, "requested": None, "error": message})
         self._notify(b"F")
@@ -289,11 +357,12 @@ class Supervisor:
         except psutil.Error:
             create_time = self.start_time
         me = psutil.Process()
-        write_json_atomic(self._path(STARTED), {
+        self.started = {
             "pid": self.child, "pgid": self.child, "start_time": self.start_time, "create_time": create_time,
             "start_ticks": start_ticks(self.child), "supervisor_pid": os.getpid(),
             "supervisor_start_time": me.create_time(), "supervisor_start_ticks": start_ticks(os.getpid()),
-            "boot_id": boot_id()})
+            "boot_id": boot_id()}
+        write_json_atomic(self._path(STARTED), self.started)
         os.write(go_w, b"g")
         os.close(go_w)
         self._notify(b"S")
@@ -310,7 +379,10 @@ class Supervisor:
         self._set_time_limit(req.time_limit_s)
         next_ctl = self.t0
         next_mem = self.t0 if req.mem_limit_mb is not None else None
-        fds = [wake_r, err_r]
+        # poll-based (no select(): it fails for descriptors above 1024)
+        sel = selectors.DefaultSelector()
+        sel.register(wake_r, selectors.EVENT_READ)
+        sel.register(err_r, selectors.EVENT_READ)
         while True:
             reaped = self._reap()
             if reaped is not None:
@@ -338,7 +410,7 @@ class Supervisor:
                 next_mem = now + MEM_POLL_S
             deadlines = [t for t in (next_ctl, self.sig_at, self.limit_at, self.kill_at, next_mem) if t is not None]
             timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else 1.0
-            readable, _, _ = select.select(fds, [], [], min(timeout, 1.0))
+            readable = {key.fd for key, _ev in sel.select(min(timeout, 1.0))}
             if wake_r in readable:
                 with contextlib.suppress(BlockingIOError):
                     data = os.read(wake_r, 256)
@@ -348,7 +420,7 @@ class Supervisor:
                 chunk = os.read(err_r, 4096)
                 self.error += chunk
                 if not chunk:
-                    fds.remove(err_r)
+                    sel.unregister(err_r)
 
     def _write_exit(self, status: int, rusage: Any, end_time: float) -> None:
         """Write exit.json. State: OUT_OF_MEMORY after a memory-limit kill, else the
@@ -381,7 +453,7 @@ class Supervisor:
             "max_rss_kb": rusage.ru_maxrss, "user_cpu_s": rusage.ru_utime, "sys_cpu_s": rusage.ru_stime}
         if self.peak_rss_kb:
             usage["peak_tree_rss_kb"] = self.peak_rss_kb
-        write_json_atomic(self._path(EXIT), {
+        self._write_record(EXIT, {
             "pid": self.child, "pgid": self.child, "final_state": final, "exit_code": exit_code,
             "signal": sig, "start_time": self.start_time, "end_time": end_time, "rusage": usage,
             "requested": self.requested, "error": self.error.decode(errors="replace") or None})

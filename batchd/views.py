@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import grp
+import logging
 import time
 from typing import Any
 
@@ -13,6 +15,8 @@ from batchd.hostlist import compress
 from batchd.hostlist import ranges as _ranges
 from batchd.model import Job, Node, UsageRec
 from batchd.tres import format_tres, parse_tres
+
+log = logging.getLogger(__name__)
 
 
 def parse_job_id(raw: str) -> tuple[int, set[int] | None]:
@@ -93,6 +97,50 @@ def gpus_str(job: Job) -> str:
 
 
 def job_view(j: Job, cfg: Config, now: float | None = None) -> dict[str, Any]:
+    """JOB_VIEW of one job. A job whose stored request or spec cannot be shown (a
+    malformed record stored before the socket checked its input) is shown with safe
+    fallbacks (`_sanitized`) instead of failing the whole list; logged once per job."""
+    try:
+        return _job_view(j, cfg, now)
+    except Exception as e:
+        _log_bad(j, e)
+        return _job_view(_sanitized(j), cfg, now)
+
+
+#: spec keys that JOB_VIEW and ACCT_ROW read as text
+_TEXT_SPEC_KEYS = ("workdir", "script_path", "submit_host", "output", "error", "input", "constraint")
+_logged_bad: set[int] = set()
+
+
+def _sanitized(j: Job) -> Job:
+    """`j` with only what can always be shown: text spec keys that are text, an
+    allocation that is a mapping of mappings, no request details."""
+    spec = j.spec if isinstance(j.spec, dict) else {}
+    alloc = j.allocation if isinstance(j.allocation, dict) else None
+    if alloc is not None and not all(isinstance(a, dict) for a in alloc.values()):
+        alloc = None
+    return dataclasses.replace(
+        j, spec={k: spec[k] for k in _TEXT_SPEC_KEYS if isinstance(spec.get(k), str)}, request={},
+        allocation={n: {k: v for k, v in a.items() if k in ("cpus", "memory_mb") and isinstance(v, int)}
+                    for n, a in alloc.items()} if alloc else None,
+        tres_req=j.tres_req if _tres_ok(j.tres_req) else "", tres_alloc=j.tres_alloc if _tres_ok(j.tres_alloc) else "")
+
+
+def _tres_ok(tres: Any) -> bool:
+    try:
+        parse_tres(tres) if tres else None
+        return tres is None or isinstance(tres, str)
+    except Exception:
+        return False
+
+
+def _log_bad(j: Job, e: BaseException) -> None:
+    if j.id not in _logged_bad and len(_logged_bad) < 100_000:
+        _logged_bad.add(j.id)
+        log.error("job record shown with fallbacks job_id=%s error=%s: %s", j.id, type(e).__name__, e)
+
+
+def _job_view(j: Job, cfg: Config, now: float | None = None) -> dict[str, Any]:
     now = time.time() if now is None else now
     req = j.request
     alloc = j.allocation or {}
@@ -286,7 +334,28 @@ def _run_rows(j: Job, u: UsageRec, state: str, reason: str) -> list[dict[str, An
 def acct_rows(jobs: list[Job], usage: list[UsageRec], *, duplicates: bool = False,
               start: float | None = None, end: float | None = None) -> list[dict[str, Any]]:
     """sacct's rows: per job its runs (only the latest without `duplicates`) and the
-    current state; each run is followed by its `.batch` step row."""
+    current state; each run is followed by its `.batch` step row. A job whose record
+    cannot be shown gets its rows from `_sanitized` (logged once), never failing the list."""
+    try:
+        return _acct_rows(jobs, usage, duplicates=duplicates, start=start, end=end)
+    except Exception:
+        pass
+    runs: dict[int, list[UsageRec]] = {}
+    for u in usage:
+        runs.setdefault(u.job_id, []).append(u)
+    out: list[dict[str, Any]] = []
+    for j in sorted(jobs, key=lambda x: (x.array_job_id or x.id, x.array_task_id or 0, x.id)):
+        kw: dict[str, Any] = {"duplicates": duplicates, "start": start, "end": end}
+        try:
+            out.extend(_acct_rows([j], runs.get(j.id, []), **kw))
+        except Exception as e:
+            _log_bad(j, e)
+            out.extend(_acct_rows([_sanitized(j)], runs.get(j.id, []), **kw))
+    return out
+
+
+def _acct_rows(jobs: list[Job], usage: list[UsageRec], *, duplicates: bool = False,
+               start: float | None = None, end: float | None = None) -> list[dict[str, Any]]:
     runs: dict[int, list[UsageRec]] = {}
     for u in usage:
         runs.setdefault(u.job_id, []).append(u)

@@ -86,16 +86,31 @@ class Store:
 
     # ------------------------------------------------------------------ meta
     def next_job_ids(self, n: int) -> int:
-        """Reserve `n` consecutive job ids; return the first."""
+        """Reserve `n` consecutive job ids; return the first. Race-free on a fresh
+        database too: the counter row is inserted if missing (a concurrent insert of it
+        is no error), then locked and advanced."""
+        self._ensure_counter("next_job_id", 1)
         with self.tx() as s:
             row = s.get(Meta, "next_job_id", with_for_update=True)
-            if row is None:
-                row = Meta(key="next_job_id", value=1)
-                s.add(row)
-                s.flush()
+            assert row is not None
             first = row.value
             row.value = first + n
             return first
+
+    def _ensure_counter(self, key: str, value: int) -> None:
+        """Insert meta row `key` with `value` unless it exists (INSERT .. ON CONFLICT DO
+        NOTHING: two daemons creating it at once both succeed, one row results)."""
+        with self.tx() as s:
+            if s.get(Meta, key) is not None:
+                return
+            if self.engine.dialect.name == "postgresql":
+                from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+                s.execute(pg_insert(Meta).values(key=key, value=value).on_conflict_do_nothing())
+            else:
+                from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+                s.execute(sqlite_insert(Meta).values(key=key, value=value).on_conflict_do_nothing())
 
     # ------------------------------------------------------------------ jobs
     def insert_jobs(self, jobs: list[Job]) -> None:
@@ -187,6 +202,22 @@ class Store:
                 s.add(UsageRecord(**usage.__dict__))
             s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.restarts == run).values(**job_changes))
             return True
+
+    def mark_launched(self, job_id: int, run: int) -> bool:
+        """Record that run `run` of a RUNNING job is being launched, before anything of it
+        exists (compare-and-set: only when the job is RUNNING in that run and no launch of
+        it was recorded). False when another launch of it was recorded or the job moved on."""
+        q = update(JobRow).where(JobRow.id == job_id, JobRow.state == "RUNNING", JobRow.restarts == run,
+                                 (JobRow.launched_run.is_(None)) | (JobRow.launched_run < run))
+        with self.tx() as s:
+            return s.execute(q.values(launched_run=run)).rowcount > 0  # type: ignore[attr-defined]
+
+    def clear_launched(self, job_id: int, run: int) -> None:
+        """Forget the launch of run `run` (nothing of it was started), so a later pass
+        launches it for the first time."""
+        with self.tx() as s:
+            s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.launched_run == run)
+                      .values(launched_run=None))
 
     def has_usage(self, job_id: int, run: int) -> bool:
         with self.tx() as s:

@@ -124,6 +124,7 @@ def test_shard_job_gets_mps_limits_when_the_node_runs_mps(tmp_path, store, monke
                       (False, {})):
         ag = Agent(_cfg(tmp_path, shard_per_gpu=4, mps=mps), store, ["n1"])
         seen = _captured(monkeypatch)
+        store.update_job(11, launched_run=None)  # the fake launch made nothing: launch again
         ag.step()
         [req] = seen
         got = {k: v for k, v in req.env.items() if k.startswith("CUDA_MPS")}
