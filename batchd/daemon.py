@@ -53,6 +53,23 @@ def default_nodes(cfg: Config) -> list[str]:
     raise ConfigError(f"this host ({host}) is not a node of {cfg.path}; start with --node NAME")
 
 
+#: Test hook, off by default, never for production: with this variable set to "1" the
+#: daemon dies (os._exit, as a SIGKILL would) right after a submission's transaction
+#: committed and before its reply is sent, so tests can lose a reply on purpose.
+CRASH_AFTER_SUBMIT_ENV = "BATCHD_TEST_CRASH_AFTER_SUBMIT"
+
+
+def _crashing_after(submit: Any) -> Any:
+    def wrapped(caller: Any, spec: Any) -> Any:
+        reply = submit(caller, spec)
+        if reply.get("job_id") is not None and not reply.get("duplicate"):
+            log.warning("test hook %s: dying after the commit of job_id=%s", CRASH_AFTER_SUBMIT_ENV, reply["job_id"])
+            logging.shutdown()
+            os._exit(137)
+        return reply
+    return wrapped
+
+
 def sd_notify(message: str) -> None:
     """Tell systemd (Type=notify) about our state; a no-op outside systemd."""
     addr = os.environ.get("NOTIFY_SOCKET")
@@ -93,6 +110,8 @@ class Daemon:
         self.service.controller_status = self.controller_status  # type: ignore[method-assign]
         self.service.last_decisions = lambda: self.controller.last_decisions  # type: ignore[attr-defined]
         self.agent = Agent(cfg, self.store, self.node_names, on_change=self.wake_event.set)
+        if os.environ.get(CRASH_AFTER_SUBMIT_ENV) == "1":
+            self.service.submit = _crashing_after(self.service.submit)  # type: ignore[method-assign]
         self.api: ApiServer | None = None
         self._scheduler: Any = None
         self._last_leader_poll = 0.0

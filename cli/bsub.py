@@ -363,11 +363,19 @@ def _name_resolver(request: Callable[..., dict]) -> Resolver:
 
 
 def submit(spec: dict, request: Callable[..., dict]) -> dict:
-    """Send the spec; the reply. Prints LSF's refusal line and exits 255 on error."""
-    from batchd.cli.client import DaemonError, Unreachable
+    """Send the spec with a fresh submission token; the reply. Prints LSF's refusal line
+    and exits 255 on error. A reply lost to a daemon that died after storing the job is
+    recovered by resending the same token (batchd.cli.client.submit_job); one stderr
+    line says so."""
+    from batchd.cli.client import DaemonError, Unreachable, new_submit_token, submit_job
 
+    spec = dict(spec, submit_token=new_submit_token())
     try:
-        return request("POST", "/v1/jobs", {"spec": spec})
+        reply, lost = submit_job(spec, request)
+        if lost and reply.get("duplicate"):
+            sys.stderr.write(f"{PROG}: the daemon's reply was lost (it restarted after storing the job); "
+                             f"the retry found it: the job was submitted once, as job <{reply.get('job_id')}>\n")
+        return reply
     except Unreachable as e:
         fail(f"{PROG}: {e}")
     except (OSError, ValueError) as e:

@@ -282,11 +282,20 @@ def wait_for(job_id, request):
 
 
 def submit(spec, request):
-    """Send the spec; returns the reply. Prints Slurm's refusal lines and exits 1 on error."""
-    from batchd.cli.client import DaemonError, Unreachable
+    """Send the spec with a fresh submission token; returns the reply. Prints Slurm's
+    refusal lines and exits 1 on error. A reply lost to a daemon that died after storing
+    the job is recovered by resending the same token (batchd.cli.client.submit_job): the
+    daemon then answers with the job it stored, and one stderr line says so."""
+    from batchd.cli.client import DaemonError, Unreachable, new_submit_token, submit_job
 
+    if not spec.get("test_only"):
+        spec = dict(spec, submit_token=new_submit_token())
     try:
-        return request("POST", "/v1/jobs", {"spec": spec})
+        reply, lost = submit_job(spec, request)
+        if lost and reply.get("duplicate"):
+            sys.stderr.write(f"{PROG}: the daemon's reply was lost (it restarted after storing the job); "
+                             f"the retry found it: the job was submitted once, as job {reply.get('job_id')}\n")
+        return reply
     except Unreachable as e:
         _err(str(e))
     except (OSError, ValueError) as e:
