@@ -28,6 +28,7 @@ Parallel run options:
       --export[=names]        specify environment variables to export (ALL, NONE, NIL,
                               VAR=val lists, ALL,VAR=val)
       --export-file=file      specify environment variables file to export
+      --gid=group_id          group ID to run job as (user root only)
       --gres=list             required generic resources per node (gpu:2, gpu:h200:2,
                               gpu:1g.24gb:1, shard:8)
   -H, --hold                  submit job in held state
@@ -54,6 +55,7 @@ Parallel run options:
   -t, --time=minutes          time limit (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, UNLIMITED)
       --time-min=minutes      minimum time limit (if distinct)
       --test-only             report when and where the job would start, submit nothing
+      --uid=user_id           user ID to run job as (user root only)
   -W, --wait                  wait for completion of submitted job, exit with its code
       --wrap[=command string] wrap command string in a sh script and submit
 

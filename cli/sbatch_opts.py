@@ -49,7 +49,7 @@ TABLE = [
     Opt(None, "export-file", "required", "export_file"),
     Opt("B", "extra-node-info", "required", "_extra_node_info"),
     Opt(None, "get-user-env", "optional", "_get_user_env"),
-    Opt(None, "gid", "required", "_gid"),
+    Opt(None, "gid", "required", "gid"),
     Opt(None, "gpu-bind", "required", "_gpu_bind"),
     Opt(None, "gpu-freq", "required", "_gpu_freq"),
     Opt("G", "gpus", "required", "gpus"),
@@ -113,7 +113,7 @@ TABLE = [
     Opt(None, "time-min", "required", "time_min"),
     Opt(None, "tmp", "required", "_tmp"),
     Opt(None, "tres-per-task", "required", "_tres_per_task"),
-    Opt(None, "uid", "required", "_uid"),
+    Opt(None, "uid", "required", "uid"),
     Opt(None, "usage", "none", "usage"),
     Opt(None, "use-min-nodes", "none", "_use_min_nodes"),
     Opt("v", "verbose", "none", "verbose", multi=True),
@@ -392,4 +392,48 @@ def build_spec(v):
     spec["test_only"] = bool(v.get("test_only", False))
     spec["wait"] = bool(v.get("wait", False))
     spec["lsf"] = False
+    spec["uid"], spec["gid"] = parse_identity(v)
     return spec
+
+
+def parse_identity(v, caller_uid=None):
+    """`--uid`/`--gid` (a name or a number that the user/group database knows) -> the
+    (uid, gid) pair of JOB_SPEC, None for each one not given. As Slurm 22.05's sbatch:
+    only root may give them (`--uid only permitted by root user`, exit 255, whatever the
+    value), and a name or number the system does not know is `Invalid --uid
+    specification` (255). The daemon checks both again: it trusts no client."""
+    uid_arg, gid_arg = v.get("uid"), v.get("gid")
+    if uid_arg is None and gid_arg is None:
+        return None, None
+    import grp
+    import os
+    import pwd
+
+    me = os.getuid() if caller_uid is None else caller_uid
+    for name, arg in (("--uid", uid_arg), ("--gid", gid_arg)):
+        if arg is not None and me != 0:
+            fail(f"{name} only permitted by root user")
+    uid = gid = None
+    if uid_arg is not None:
+        uid = _lookup_id(uid_arg, lambda a: pwd.getpwnam(a).pw_uid, lambda n: pwd.getpwuid(n).pw_uid)
+        if uid is None:
+            fail("Invalid --uid specification")
+    if gid_arg is not None:
+        gid = _lookup_id(gid_arg, lambda a: grp.getgrnam(a).gr_gid, lambda n: grp.getgrgid(n).gr_gid)
+        if gid is None:
+            fail("Invalid --gid specification")
+    return uid, gid
+
+
+def _lookup_id(arg, by_name, by_number):
+    """A name first, then an ASCII decimal number; None when the database has neither."""
+    try:
+        return by_name(arg)
+    except (KeyError, ValueError):
+        pass
+    if arg and arg.isascii() and arg.isdigit():
+        try:
+            return by_number(int(arg))
+        except (KeyError, OverflowError, ValueError):
+            return None
+    return None
