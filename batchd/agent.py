@@ -42,6 +42,9 @@ class Agent:
         self.store = store
         self.nodes = set(node_names)
         self.spool = cfg.spool_dir()
+        # the agent is made at daemon start: a daemon holding many connections must not
+        # run out of descriptors (launches and records work above 1024: no select())
+        launcher.raise_nofile_limit()
         # searchable (not readable) so that users' jobs reach their own script in their run dir
         os.makedirs(self.spool, mode=0o711, exist_ok=True)
         self.on_change = on_change or (lambda: None)

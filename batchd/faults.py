@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 from typing import Any
 
 NO_SPACE = "no space left on device"
@@ -25,9 +26,13 @@ _UNREACHABLE_TEXT = ("connection refused", "could not connect", "server closed t
                      "no such host", "connection timed out", "the database system is")
 
 
-def cause(exc: BaseException) -> str | None:
+def cause(exc: BaseException, paths: tuple[str, ...] = ()) -> str | None:
     """NO_SPACE, LOCK_TIMEOUT or UNREACHABLE when `exc` (or what it wraps) is one of
-    those environmental failures, else None (a bug, or a bad job)."""
+    those environmental failures, else None (a bug, or a bad job). SQLite reports some
+    writes on a full disk only as a "disk I/O error": with `paths` given, such an error
+    is NO_SPACE when one of them has (almost) no space left."""
+    if paths and _io_error(exc) and any(_nearly_full(p) for p in paths):
+        return NO_SPACE
     seen: set[int] = set()
     e: BaseException | None = exc
     while e is not None and id(e) not in seen:
@@ -43,6 +48,25 @@ def cause(exc: BaseException) -> str | None:
             return UNREACHABLE
         e = getattr(e, "orig", None) or e.__cause__ or e.__context__
     return None
+
+
+def _io_error(exc: BaseException) -> bool:
+    e: BaseException | None = exc
+    for _ in range(8):
+        if e is None:
+            return False
+        if (isinstance(e, OSError) and e.errno == errno.EIO) or "disk i/o error" in str(e).lower():
+            return True
+        e = getattr(e, "orig", None) or e.__cause__ or e.__context__
+    return False
+
+
+def _nearly_full(path: str, least_bytes: int = 1 << 20) -> bool:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < least_bytes
 
 
 def _is_database_error(e: BaseException) -> bool:

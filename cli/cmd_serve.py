@@ -26,6 +26,7 @@ def command(config_path, dev, nodes, log_level):
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    cfg = None
     try:
         cfg = load_config(config_path, dev=dev)
         d = Daemon(cfg, list(nodes) or None)
@@ -38,4 +39,15 @@ def command(config_path, dev, nodes, log_level):
         sys.exit(1)
     except KeyError as e:
         click.echo(f"batchd: error: unknown node {e.args[0]!r} (not in the config)", err=True)
+        sys.exit(1)
+    except Exception as e:
+        # the environment, not a bug: one line naming the cause (a full disk, a database
+        # lock held too long, a database that does not answer) instead of a traceback
+        from batchd.faults import cause
+
+        why = cause(e, (cfg.state_dir,) if cfg is not None else ())
+        if why is None:
+            raise
+        detail = str(getattr(e, "orig", None) or e).strip().splitlines()[0][:300]
+        click.echo(f"batchd: error: cannot start: {why} ({detail})", err=True)
         sys.exit(1)
