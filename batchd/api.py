@@ -1,22 +1,36 @@
-"""Requests to service calls: this module routes a parsed request, calls the service,
-and encodes the reply or the error envelope; nothing else. The HTTP transport (the
-socket, SO_PEERCRED, connection handling) is `batchd/httpserver.py`. Routes and message
-shapes are those of `batchd/protocol.py`."""
+"""Requests to service calls: this module routes a parsed request, checks it against
+the wire contract (`batchd/wire_requests.py`: every route has its query and body schema;
+a violation is a 400 naming the field and the rule, before the service sees anything),
+calls the service, and encodes the reply or the error envelope; nothing else. The HTTP
+transport (the socket, SO_PEERCRED, connection handling) is `batchd/httpserver.py`.
+Routes and message shapes are those of `batchd/protocol.py`.
+
+A database error is answered 503 with its cause named: `DiskFull` (SQLite "database or
+disk is full", PostgreSQL DiskFull / "No space left on device"), `DatabaseBusy` (SQLite
+"database is locked", a PostgreSQL lock or statement timeout, deadlock or serialization
+failure, an exhausted connection pool), `DatabaseConflict` (a unique key taken by a
+concurrent writer), else `DatabaseUnavailable` (the database is unreachable). In each
+case the request's transaction was rolled back: nothing was changed.
+"""
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from batchd import accounts, steps
 from batchd.errors import BatchdError, InvalidRequest, NotFound
 from batchd.explain import explain
 from batchd.service import Caller, Service
+from batchd.wire import check_request
+from batchd.wire_requests import REQUESTS
 
 log = logging.getLogger(__name__)
 
@@ -69,30 +83,80 @@ def _extension_routes() -> None:
 _extension_routes()
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _decode(raw_body: bytes) -> Any:
+    """The JSON body; NaN/Infinity (which Python's reader would accept) and invalid UTF-8
+    are not JSON."""
+    try:
+        return json.loads(raw_body, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        raise InvalidRequest("request body is not JSON") from None
+
+
+DB_ERRORS = {
+    "DiskFull": "the batchd database's disk is full (no space left on device); nothing was changed",
+    "DatabaseBusy": "the batchd database is busy (a lock was not granted in time); nothing was changed, try again",
+    "DatabaseConflict": "the batchd database refused a concurrent change (a key already taken); "
+                        "nothing was changed, try again",
+    "DatabaseUnavailable": "the batchd database is unreachable; nothing was changed, try again",
+}
+_PG_BUSY = {"55P03", "57014", "40001", "40P01"}  # lock/statement timeout, serialization, deadlock
+
+
+def db_error_code(e: BaseException) -> str:
+    """The cause of a database error, one of DB_ERRORS' codes (module docstring)."""
+    if isinstance(e, PoolTimeout):
+        return "DatabaseBusy"
+    orig = getattr(e, "orig", None) or e
+    text = str(orig).lower()
+    sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None) or ""
+    if sqlstate == "53100" or "disk is full" in text or "no space left on device" in text:
+        return "DiskFull"
+    if sqlstate in _PG_BUSY or "database is locked" in text or "lock timeout" in text:
+        return "DatabaseBusy"
+    if isinstance(e, IntegrityError):
+        return "DatabaseConflict"
+    return "DatabaseUnavailable"
+
+
 def handle(service: Service, caller: Caller, method: str, target: str, raw_body: bytes) -> tuple[int, Any]:
     """Answer one request: (HTTP status, JSON-able payload). Never raises: a client's
     mistake is a 4xx envelope, batchd's own bug a logged 500."""
     parts = urlsplit(target)
-    query = dict(parse_qsl(parts.query))
+    try:
+        query = dict(parse_qsl(parts.query, errors="strict"))
+    except UnicodeDecodeError:
+        return 400, InvalidRequest("the query string is not UTF-8").envelope()
     try:
         route = ROUTES.get((method, parts.path))
         if route is None:
             raise NotFound(f"no such endpoint: {method} {parts.path}")
-        body = None
-        if raw_body:
-            try:
-                body = json.loads(raw_body)
-            except ValueError:
-                raise InvalidRequest("request body is not JSON") from None
+        body = _decode(raw_body) if raw_body else None
+        check_request(REQUESTS[(method, parts.path)], query, body, method, parts.path,
+                      getattr(service.cfg, "limits", None))
         return 200, route(service, caller, query, body)
     except BatchdError as e:
         return e.status, e.envelope()
-    except DBAPIError as e:
-        # the database is unreachable (or restarting): say so; nothing was changed
-        log.error("database error method=%s path=%s error=%s", method, parts.path, str(e).splitlines()[0])
-        return 503, {"error": {"code": "DatabaseUnavailable", "exit": 1,
-                               "message": "the batchd database is unreachable; nothing was changed, try again"}}
+    except (DBAPIError, PoolTimeout) as e:
+        code = db_error_code(e)
+        log.error("database error method=%s path=%s cause=%s error=%s", method, parts.path, code,
+                  str(e).splitlines()[0] if str(e) else type(e).__name__)
+        return 503, {"error": {"code": code, "exit": 1, "message": DB_ERRORS[code]}}
+    except OSError as e:
+        if e.errno == errno.ENOSPC:
+            log.error("disk full method=%s path=%s error=%s", method, parts.path, e)
+            return 503, {"error": {"code": "DiskFull", "exit": 1,
+                                   "message": "a disk of the batchd daemon is full (no space left on device); "
+                                              "nothing was changed"}}
+        return _internal(method, parts.path, caller)
     except Exception:  # the top of a request: log it, answer 500, keep serving
-        log.exception("request failed method=%s path=%s uid=%s", method, parts.path, caller.uid)
-        return 500, {"error": {"code": "Internal", "message": "internal error in batchd (see its log)",
-                               "exit": 1}}
+        return _internal(method, parts.path, caller)
+
+
+def _internal(method: str, path: str, caller: Caller) -> tuple[int, Any]:
+    """batchd's own bug (called inside an except block): logged with its traceback, a 500."""
+    log.exception("request failed method=%s path=%s uid=%s", method, path, caller.uid)
+    return 500, {"error": {"code": "Internal", "message": "internal error in batchd (see its log)", "exit": 1}}

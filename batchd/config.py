@@ -32,7 +32,12 @@ Layout (every key optional unless marked):
                   max_connections = 512 (open API connections in all), max_connections_per_user = 64
                   (one over either cap gets a quick 503 TooManyConnections), request_timeout_s = 5
                   (a connection must deliver its whole request in that time), max_request_bytes =
-                  16777216 (a larger Content-Length is a 413), api_threads = 16 (requests run at once)
+                  16777216 (a larger Content-Length is a 413), api_threads = 16 (requests run at once);
+                  what one request may carry (checked by batchd.wire before anything is stored):
+                  max_script_bytes = 4194304 (a batch script, Slurm's max_script_size),
+                  max_env_bytes = 1048576 (a job's or step's environment, and its arguments, each:
+                  the sum of len(NAME) + len(VALUE) + 2 in UTF-8 bytes), max_hostlist_names = 10000
+                  (names in one host list: -w, -x, node filters)
     [gpu_aliases] "NVIDIA RTX PRO 6000 Blackwell Server Edition" = "rtxpro6000"
     [[partition]] name (required), nodes = ["n1"] or "ALL", default = false,
                   max_time = "UNLIMITED" | Slurm time, default_time = Slurm time, priority_job_factor = 1
@@ -62,6 +67,9 @@ LIMITS: dict[str, tuple[int | float, int | float]] = {
     "request_timeout_s": (5.0, 0.1),
     "max_request_bytes": (16 << 20, 1024),
     "api_threads": (16, 1),
+    "max_script_bytes": (4 << 20, 1),
+    "max_env_bytes": (1 << 20, 1),
+    "max_hostlist_names": (10_000, 1),
 }
 
 

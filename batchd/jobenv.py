@@ -31,7 +31,8 @@ Not set here: `SLURM_TASK_PID` (the pid of the batch shell: the launcher adds it
 it has forked) and `PWD`/`SHLVL` (the shell's).
 
 `expand_pattern(pattern, job, node, task=0)` expands `%j %J %x %u %A %a %b %N %n %r %s
-%t %%` with zero padding (`%3a`), as `-o`/`-e`/`-i` do; a pattern containing a
+%t %%` with zero padding (`%3a`, ASCII digits only: other digits such as `²` are ordinary
+characters, as in Slurm's filename-pattern code), as `-o`/`-e`/`-i` do; a pattern containing a
 backslash is taken literally (backslashes removed), and `none` is /dev/null. `default_output(job)` is
 `slurm-%j.out`, or `slurm-%A_%a.out` for an array task.
 """
@@ -277,7 +278,7 @@ def expand_pattern(pattern: str, job: dict, node: str, task: int = 0) -> str:
             i += 1
             continue
         j = i + 1
-        while j < n and pattern[j].isdigit():
+        while j < n and "0" <= pattern[j] <= "9":  # ASCII only: `%²j` is the literal text `%²j`
             j += 1
         if j >= n:
             out.append(pattern[i:])

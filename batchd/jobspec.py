@@ -176,8 +176,17 @@ def _tasks_and_nodes(spec: dict) -> tuple[int, int | None, int | None]:
     return int(tasks), nodes, per_node
 
 
+TIME_INVALID = "Requested time limit is invalid (missing or exceeds some limit)"
+
+
 def _time(spec: dict, part: dict, qos_rec: dict) -> tuple[int, int | None]:
+    """(time limit, time min) in seconds: a given limit is > 0 or -1 (UNLIMITED); None
+    takes the partition's default, else its MaxTime."""
     t = spec.get("time_limit_s")
+    for key in ("time_limit_s", "time_min_s"):
+        v = spec.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v == 0 or v < -1):
+            raise _reject(TIME_INVALID, "InvalidTimeLimit")
     if t is None:
         d = part.get("default_time_s")
         t = d if d is not None else part.get("max_time_s", -1)
@@ -185,10 +194,10 @@ def _time(spec: dict, part: dict, qos_rec: dict) -> tuple[int, int | None]:
             t = -1
     tmin = spec.get("time_min_s")
     if tmin is not None and t != -1 and tmin != -1 and tmin > t:
-        raise _reject("Requested time limit is invalid (missing or exceeds some limit)", "InvalidTimeLimit")
+        raise _reject(TIME_INVALID, "InvalidTimeLimit")
     wall = qos_rec.get("max_wall_s")
     if wall is not None and wall >= 0 and (t == -1 or t > wall) and spec.get("time_limit_s") is not None:
-        raise _reject("Requested time limit is invalid (missing or exceeds some limit)", "InvalidTimeLimit")
+        raise _reject(TIME_INVALID, "InvalidTimeLimit")
     return int(t), tmin
 
 

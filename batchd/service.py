@@ -485,6 +485,14 @@ class Service:
                     errors.append({"id": j.display_id,
                                    "message": "Invalid account or account/partition combination specified"})
                     continue
+            # the partition and QOS must exist (Slurm's words and exit 1): an unknown one would
+            # let the job run outside its partition's nodes or its QOS's limits
+            if "partition" in vals and vals["partition"] not in {p.name for p in self.cfg.partitions}:
+                errors.append({"id": j.display_id, "message": "Invalid partition name specified"})
+                continue
+            if "qos" in vals and vals["qos"] not in {q.name for q in self.cfg.qos}:
+                errors.append({"id": j.display_id, "message": "Invalid qos specification"})
+                continue
             if "begin_time" in vals:
                 # StartTime=: the new begin time is the job's EligibleTime too (Slurm)
                 begin = float(vals["begin_time"]) if vals["begin_time"] is not None else None
