@@ -5,9 +5,11 @@ the working directory), and the lines written into the job's files as the user."
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import signal
+import stat
 import subprocess
 import time
 from typing import NoReturn
@@ -69,18 +71,30 @@ def exec_job(req: LaunchRequest, script: str, go_r: int, err_w: int) -> None:
             os.setgid(req.gid)
             os.setuid(req.uid)
         os.umask(int(req.env.get("SLURM_UMASK", "0022"), 8) & 0o777)
-        # Opened after dropping privileges: a user can never make root write or read a file.
+        # Opened after dropping privileges: a user can never make root write or read a file;
+        # and never through another user's symlink planted in /tmp (`open_output`).
         flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if req.open_mode == "append" else os.O_TRUNC)
         paths = [os.path.join(req.workdir, p) for p in (req.stdout, req.stderr or req.stdout)]
+        fout = ferr = -1
         try:
-            fin = os.open(os.path.join(req.workdir, req.stdin or "/dev/null"), os.O_RDONLY)
+            fout = open_output(paths[0], flags)
+            ferr = fout if paths[1] == paths[0] else open_output(paths[1], flags)
         except OSError as exc:
-            fail(f"couldn't open input file {req.stdin}: {exc.strerror}")
+            msg = f"couldn't open output file {exc.filename}: {exc.strerror}"
+            with contextlib.suppress(OSError):  # the supervisor's log, for the admin
+                os.write(2, f"batchd: error: job {req.job_id}: {msg}\n".encode())
+            if fout >= 0:  # stdout opened, the error file did not: say it where the user looks
+                with contextlib.suppress(OSError):
+                    os.write(fout, f"slurmstepd: error: {msg}\n".encode())
+            fail(msg)
+        stdin = os.path.join(req.workdir, req.stdin) if req.stdin else "/dev/null"
         try:
-            fout = os.open(paths[0], flags, 0o666)
-            ferr = fout if paths[1] == paths[0] else os.open(paths[1], flags, 0o666)
+            fin = os.open(stdin, os.O_RDONLY)
         except OSError as exc:
-            fail(f"couldn't open output file {exc.filename}: {exc.strerror}")
+            # Slurm 22.05 only logs this in slurmd's log; batchd tells the user too
+            with contextlib.suppress(OSError):
+                os.write(ferr, f"slurmstepd: error: Could not open stdin file {stdin}: {exc.strerror}\n".encode())
+            fail(f"Could not open stdin file {stdin}: {exc.strerror}")
         os.dup2(fin, 0)
         os.dup2(fout, 1)
         os.dup2(ferr, 2)
@@ -103,6 +117,51 @@ def exec_job(req: LaunchRequest, script: str, go_r: int, err_w: int) -> None:
         fail(f"job setup failed: {exc}")
     finally:
         os._exit(1)
+
+
+class PlantedSymlink(PermissionError):
+    """The last component of an output path is a symlink the kernel's
+    `fs.protected_symlinks` would not follow for this user."""
+
+
+def may_follow(link: os.stat_result, directory: os.stat_result, uid: int) -> bool:
+    """The kernel's `fs.protected_symlinks` rule for one symlink: follow it unless its
+    directory is sticky and world-writable (/tmp) and the link is owned by neither the
+    follower (`uid`) nor the directory's owner."""
+    protected = directory.st_mode & (stat.S_ISVTX | stat.S_IWOTH) == stat.S_ISVTX | stat.S_IWOTH
+    return not protected or link.st_uid in (uid, directory.st_uid)
+
+
+def open_output(path: str, flags: int, mode: int = 0o666) -> int:
+    """`os.open(path, flags, mode)` for an output or error file, by the job's user, that
+    follows a symlink in the last component only where `may_follow` allows it, whatever
+    the host's `fs.protected_symlinks` setting: another user's link planted in /tmp can
+    never redirect a job's output into a file of the job's user. The link is looked at
+    and opened through one descriptor of its directory, and in the protected case the
+    link cannot be swapped between the two (sticky: only its owner may replace it).
+    Raises OSError (`PlantedSymlink` for a refused link, `filename` set)."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW, mode)
+    except OSError as exc:
+        # a symlink: ELOOP, or EACCES (O_CREAT on another's link in a sticky directory)
+        if exc.errno not in (errno.ELOOP, errno.EACCES):
+            raise
+        first = exc
+    head, name = os.path.split(path)
+    dfd = os.open(head or ".", os.O_PATH | os.O_DIRECTORY)
+    try:
+        link = os.lstat(name, dir_fd=dfd)
+        if not stat.S_ISLNK(link.st_mode):
+            raise first
+        if not may_follow(link, os.fstat(dfd), os.geteuid()):
+            raise PlantedSymlink(errno.EACCES, f"refusing to follow a symlink owned by uid {link.st_uid} "
+                                 f"in a sticky world-writable directory", path)
+        return os.open(name, flags, mode, dir_fd=dfd)
+    except OSError as exc:
+        exc.filename = path
+        raise
+    finally:
+        os.close(dfd)
 
 
 def write_stepd_note(req: LaunchRequest, cause: str) -> None:
@@ -140,7 +199,7 @@ def write_stepd_note(req: LaunchRequest, cause: str) -> None:
 def append_line(path: str, line: str) -> None:
     """Append `line` to `path` (created 0666 & umask when missing); errors are logged."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        fd = open_output(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     except OSError as exc:
         log.warning("stepd note not written path=%s error=%s", path, exc)
         return
