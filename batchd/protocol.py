@@ -16,6 +16,28 @@ and an HTTP status >= 400. `message` is printed by the command as `<prog>: error
 (sbatch prints `sbatch: error: Batch job submission failed: <message>` for submit
 rejections, as Slurm does); `exit` is the exit code Slurm uses for that case.
 
+Checked at the door: every request is checked against its route's schema
+(`batchd/wire_requests.py`, daemon side only; the rules engine is `batchd/wire.py`)
+before the service sees it. A violation is a 400 `InvalidRequest` whose message names the
+field path and the rule, `spec.cpus_per_task: must be an integer >= 1 (got -8)`; a field
+over its size cap starts with Slurm's `Pathname of a file, directory or other parameter too
+long (spec.script: must be at most 4194304 bytes (it has 5242890))`. The rules, in short:
+integers are JSON integers (not bools, not floats, not strings), counts >= 1 (sizes >= 0)
+and at most 1,000,000 (memory 2^40 MiB); time limits > 0, -1 UNLIMITED or null; nice within
++/-2147483645; signals 1..SIGRTMAX (0..SIGRTMAX for /v1/jobs/signal, where 0 and null
+cancel); strings are strings, valid Unicode, without NUL; names/accounts/comments <= 1024
+bytes, paths <= 4096; the script <= `[limits] max_script_bytes` (4 MiB), the environment and
+the arguments <= `max_env_bytes` (1 MiB) each, a host list <= `max_hostlist_names` (10,000)
+names; a body is a JSON object (NaN and Infinity are not JSON). Unknown keys are refused,
+except in JOB_SPEC and the submit body, where keys this daemon does not know may carry a
+scalar (null, bool, number, string <= 1024 bytes; at most 32), so that a newer command
+works with an older daemon; query keys a route does not name are ignored. The replies'
+schemas (`batchd/wire_replies.py`) are checked by the tests against a running daemon.
+
+Database errors are a 503 with the cause: `DiskFull` (no space left on device),
+`DatabaseBusy` (a lock was not granted in time), `DatabaseConflict` (a concurrent writer
+took a key), `DatabaseUnavailable` (unreachable); in each case nothing was changed.
+
 Endpoints
 ---------
 GET  /v1/ping                      -> {"cluster": str, "version": str}
@@ -39,7 +61,10 @@ POST /v1/jobs/hold | /v1/jobs/release | /v1/jobs/requeue
                                    `scontrol uhold` (JobHeldUser even for an admin)
 POST /v1/jobs/update               body {"ids": [str], "changes": {"time_limit_s", "nice",
                                    "account", "name", "comment", "partition", "qos", "begin_time"}}
-                                   ("begin_time": unix seconds, `scontrol update StartTime=`)
+                                   ("begin_time": unix seconds, `scontrol update StartTime=`); a
+                                   partition or QOS that does not exist, or an account the job's
+                                   user may not use, is a per-job error with Slurm's words
+                                   ("Invalid partition name specified", "Invalid qos specification")
 GET  /v1/accounting?QUERY          -> {"records": [ACCT_ROW]}; QUERY: ids, users, accounts, states,
                                    start, end (unix), all_users=1, duplicates=1
 GET  /v1/nodes                     -> {"nodes": [NODE_VIEW], "partitions": [PARTITION_VIEW]}

@@ -51,7 +51,7 @@ class WireError(InvalidRequest):
     """A request that breaks the contract; `path` is the field, `rule` what it must be."""
 
     def __init__(self, path: str, rule: str, got: Any = _MISSING, *, too_long: bool = False):
-        text = f"{path}: {rule}" if path else rule
+        text = f"{path}: {rule}" if path else (f"the request body {rule}" if rule.startswith("must") else rule)
         if got is not _MISSING:
             text += f" (got {show(got)})"
         if too_long:
@@ -233,7 +233,7 @@ class List(Rule):
         self.max_bytes = max_bytes
 
     def describe(self) -> str:
-        return self._or_null(f"a list of {self.item.describe().removesuffix(' or null')}")
+        return ("null or " if self.null else "") + f"a list, each item {self.item.describe()}"
 
     def _check(self, v: Any, path: str, lim: Mapping[str, Any] | None) -> None:
         if type(v) is not list:
@@ -260,7 +260,7 @@ class Map(Rule):
         self.key, self.value, self.max_items, self.null, self.max_bytes = key, value, max_items, null, max_bytes
 
     def describe(self) -> str:
-        return self._or_null(f"an object of {self.value.describe().removesuffix(' or null')} values")
+        return ("null or " if self.null else "") + f"an object, each value {self.value.describe()}"
 
     def _check(self, v: Any, path: str, lim: Mapping[str, Any] | None) -> None:
         if type(v) is not dict:

@@ -47,3 +47,16 @@ def test_password_file_goes_into_the_url(tmp_path):
     cfg = parse_config({**NODE, "database_url": "postgresql://batchd@db:5432/batchd",
                         "database_password_file": str(pw)})
     assert cfg.db_url() == "postgresql://batchd:s3cr%40t@db:5432/batchd"
+
+
+def test_request_size_limits():
+    """[limits] max_script_bytes / max_env_bytes / max_hostlist_names: Slurm's 4 MiB script
+    cap by default, integers >= 1 when given (batchd.wire reads them)."""
+    cfg = parse_config(dict(NODE))
+    assert (cfg.limits["max_script_bytes"], cfg.limits["max_env_bytes"], cfg.limits["max_hostlist_names"]) == \
+        (4 << 20, 1 << 20, 10_000)
+    cfg = parse_config({**NODE, "limits": {"max_script_bytes": 100, "max_hostlist_names": 5}})
+    assert (cfg.limits["max_script_bytes"], cfg.limits["max_hostlist_names"]) == (100, 5)
+    for bad in ({"max_script_bytes": 0}, {"max_env_bytes": "1M"}, {"max_hostlist_names": 1.5}):
+        with pytest.raises(ConfigError, match=f"limits.{next(iter(bad))}: must be an integer >= 1"):
+            parse_config({**NODE, "limits": bad})

@@ -5,7 +5,7 @@ it (`api.handle` on a real Service over SQLite, no socket)."""
 from __future__ import annotations
 
 import pytest
-from conftest import call, spec
+from wire_helpers import call, spec
 
 from batchd import api, hostlist, wire_replies, wire_requests
 from batchd.jobenv import expand_pattern
@@ -123,7 +123,7 @@ def test_malformed_submit_bodies(svc, raw, rule):
 @pytest.mark.parametrize("method, target, body, rule", [
     ("POST", "/v1/jobs/signal", {"ids": ["1"], "signal": 999}, f"signal: must be an integer between 0 and {SIGRTMAX}"),
     ("POST", "/v1/jobs/signal", {"ids": ["1"], "signal": "KILL"}, "signal: must be an integer"),
-    ("POST", "/v1/jobs/signal", {"ids": "1"}, "ids: must be a list"),
+    ("POST", "/v1/jobs/signal", {"ids": "1"}, "ids: must be null or a list"),
     ("POST", "/v1/jobs/signal", {"ids": ["abc"]}, "ids[0]: must be"),
     ("POST", "/v1/jobs/signal", {"filters": {"users": 5}}, "filters.users"),
     ("POST", "/v1/jobs/hold", {"ids": [{"a": 1}]}, "ids[0]"),
