@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import pwd
+import shutil
 import signal as _signal
 import time
 from typing import Any
@@ -29,6 +30,9 @@ log = logging.getLogger(__name__)
 
 #: Passes in a row a running job's bookkeeping may fail before its run is ended FAILED.
 STRIKES = 3
+#: Seconds without a full disk / lock timeout / unreachable database before its end is
+#: logged and a new occurrence is logged again.
+FAULT_QUIET_S = 30.0
 _VALID_SIGNALS = {int(s) for s in _signal.valid_signals()}
 
 
@@ -59,6 +63,8 @@ class Agent:
         self._strikes: dict[tuple[int, int], int] = {}
         self._once = faults.OnceLog(log)
         self._supervisors: dict[tuple[int, int], int] | None = None  # per pass, when asked
+        self._faulted = False  # this pass met a full disk / lock timeout / unreachable database
+        self._fault_seen = 0.0  # when a pass or the daemon's loop last met one
         self.isolation = self._isolation_mode(cfg.isolation)
 
     @staticmethod
@@ -87,6 +93,7 @@ class Agent:
         logged once and the pass goes on with the others (`_job_failed`); a job that
         keeps failing its bookkeeping is ended FAILED (SystemFailure)."""
         ended = 0
+        self._faulted = False
         running = [j for j in self.store.list_jobs(states=["RUNNING"]) if self._mine(j)]
         live = set()
         self._supervisors = None
@@ -119,7 +126,28 @@ class Agent:
                        exc_info=faults.cause(e) is None)
         self._once.clear_where(lambda k: isinstance(k, tuple) and len(k) == 3 and k[0] in ("job", "gone")
                                and (k[1], k[2]) not in live)
+        if self._faulted:
+            self._fault_seen = time.time()
+        elif time.time() - self._fault_seen > FAULT_QUIET_S:
+            # no fault for a while: say so once, and log the next one again
+            for why in (faults.NO_SPACE, faults.LOCK_TIMEOUT, faults.UNREACHABLE):
+                self._once.clear(("fault", why), "agent pass complete again (%s gone)", why)
         return ended
+
+    def log_failure(self, what: str) -> None:
+        """Log the exception being handled at the top of the daemon's loop: a full disk,
+        a lock timeout or an unreachable database in one plain line, once until it
+        clears (`_once`); anything else with its traceback, as before."""
+        import sys
+
+        exc = sys.exc_info()[1]
+        why = faults.cause(exc, (self.cfg.state_dir,)) if exc is not None else None
+        if why is None:
+            log.exception(what)
+            return
+        self._fault_seen = time.time()
+        self._once(("fault", why), logging.ERROR, "%s: %s (%s); retrying", what, why,
+                   str(getattr(exc, "orig", None) or exc).splitlines()[0][:300])
 
     def _step_job(self, j: Job) -> int:
         """One running job's part of the pass; returns 1 when its run ended."""
@@ -127,9 +155,11 @@ class Agent:
         try:
             st = launcher.poll(self.spool, j.id, run)
         except FileNotFoundError:
-            if j.launched_run is not None and j.launched_run >= run:
+            if j.launched_run is not None and j.launched_run >= run and not launcher.staged(self.spool, j.id, run):
                 # launched before, and its run directory is gone (removed by hand, a
-                # cleaner): never a second start; the supervisor restores the directory
+                # cleaner): never a second start; the supervisor restores the directory.
+                # (A staging directory left means the daemon died before the run existed:
+                # it is launched below, for the first time.)
                 return self._directory_gone(j)
             if j.action in ("cancel", "preempt", "requeue"):
                 # asked to end before it was launched: end it without running it
@@ -190,6 +220,7 @@ class Agent:
         if why == faults.UNREACHABLE:
             raise e
         if why is not None:
+            self._faulted = True
             self._once(("fault", why), logging.ERROR, "agent pass incomplete: %s (job_id=%s run=%s: %s); "
                        "the job's end is kept and recorded once the cause is gone", why, j.id, j.restarts, e)
             return 0
@@ -280,18 +311,30 @@ class Agent:
             return
         jobdir = launcher.jobdir_path(self.spool, j.id, run)
         fresh = not os.path.isdir(jobdir)
-        if fresh and not self.store.mark_launched(j.id, run):
-            log.info("job launch skipped, the store changed job_id=%s run=%s", j.id, run)
-            return
+        recorded = j.launched_run is not None and j.launched_run >= run  # a launch that stopped staged
+        refused: list[bool] = []
+
+        def record(staging: str) -> bool:  # the store first, then the run's directory
+            ok = recorded or self.store.mark_launched(j.id, run)
+            refused.append(not ok)
+            if ok:  # what an earlier, interrupted launch staged must never count again
+                for old in launcher.staged(self.spool, j.id, run):
+                    if old != staging:
+                        shutil.rmtree(old, ignore_errors=True)
+            return ok
+
         try:
-            info = launcher.launch(req, self.spool)
+            info = launcher.launch(req, self.spool, before_start=record if fresh else None)
             log.info("job launched job_id=%s run=%s node=%s pid=%s", j.id, run, req.node, info.pid)
-            self._once.clear(("fault", faults.NO_SPACE))
         except Exception as e:  # the job cannot start: it fails, the daemon goes on
+            if refused and refused[-1]:
+                log.info("job launch skipped, the store changed job_id=%s run=%s", j.id, run)
+                return
             if fresh and not os.path.isdir(jobdir):
                 self.store.clear_launched(j.id, run)  # nothing started: a later launch is the first
                 if faults.cause(e) is not None:
                     # the disk or the database, not the job: it waits and is launched later
+                    self._faulted = True
                     self._once(("fault", faults.cause(e)), logging.ERROR, "job not launched: %s job_id=%s "
                                "run=%s (launched once the cause is gone)", faults.cause(e), j.id, run)
                     return

@@ -245,7 +245,7 @@ class Daemon:
                 elif woke:
                     self.wake_event.clear()
             except Exception:  # the top of a cycle: log and go on with the next one
-                log.exception("cycle failed")
+                self.agent.log_failure("cycle failed")
                 time.sleep(1)
 
     def stop(self) -> None:

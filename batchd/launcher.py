@@ -286,19 +286,26 @@ def _wait_existing(jobdir: str, timeout_s: float) -> LaunchInfo | None:
         time.sleep(0.01)
 
 
-def launch(req: LaunchRequest, spool_dir: str) -> LaunchInfo:
+def launch(req: LaunchRequest, spool_dir: str, before_start: Any = None) -> LaunchInfo:
     """Start run `req.run` of job `req.job_id` under a detached supervisor.
 
     Returns once the supervisor has written `started.json` (or recorded a failure
     before the job started: `pid == 0`). Idempotent: when the run's directory exists,
     no second copy is started and the existing run's info is returned; only a run
     whose supervisor died before the job was let to exec is started (for the first time).
-    Raises LaunchError when the supervisor cannot be brought up.
+    `before_start(staging)`, when given, is called once the run's files are staged (in
+    `staging`) and before its directory appears: False means the run must not start
+    (LaunchError). A daemon
+    that dies between the two leaves the staging directory (`staged`). Raises LaunchError
+    when the supervisor cannot be brought up.
     """
     _prepare_spool(spool_dir)
     jobdir = jobdir_path(spool_dir, req.job_id, req.run)
     if not os.path.isdir(jobdir):
         staging = _write_staging(req, spool_dir)
+        if before_start is not None and not before_start(staging):
+            shutil.rmtree(staging, ignore_errors=True)
+            raise LaunchError(f"launch of job {req.job_id} run {req.run} refused by the store")
         lock_fd = os.open(os.path.join(staging, LOCK), os.O_RDWR)
         try:
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
@@ -314,6 +321,16 @@ def launch(req: LaunchRequest, spool_dir: str) -> LaunchInfo:
         finally:
             os.close(lock_fd)
     return _launch_existing(jobdir)
+
+
+def staged(spool_dir: str, job_id: int, run: int) -> list[str]:
+    """Staging directories of a run (the launch's files, written before its directory is
+    renamed into place); one left behind means the launch stopped before the run existed."""
+    prefix = f".new.job.{int(job_id)}.{int(run)}."
+    try:
+        return [os.path.join(spool_dir, n) for n in os.listdir(spool_dir) if n.startswith(prefix)]
+    except FileNotFoundError:
+        return []
 
 
 def _launch_existing(jobdir: str) -> LaunchInfo:

@@ -131,6 +131,9 @@ def test_a_full_state_disk_when_a_job_ends_loses_nothing(tmpfs_cluster):
     filler.unlink()
     j = c.wait(jid, ("COMPLETED", "FAILED", "NODE_FAIL", "PENDING"), timeout=40)
     assert (j["state"], j["exit_code"], j["restarts"]) == ("COMPLETED", "0:0", 0)
+    log = c.log.read_text()
+    plain = [ln for ln in log.splitlines() if "no space left on device" in ln]
+    assert 1 <= len(plain) <= 4, plain  # said in plain words, once per place, not every pass
 
 
 def test_a_restart_on_a_full_disk_says_so_in_one_line(tmpfs_cluster):

@@ -46,7 +46,7 @@ def _job(store, tmp_path):
 def _captured(monkeypatch):
     seen = []
 
-    def fake_launch(req, spool):
+    def fake_launch(req, spool, before_start=None):
         seen.append(req)
         return launcher.LaunchInfo(0, 0.0, spool)
 

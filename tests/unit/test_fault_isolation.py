@@ -124,10 +124,10 @@ def test_a_launch_that_raises_fails_that_job_with_a_line_in_its_error_file(env, 
     _running(store, 2, _spec(tmp, "good"))
     real = launcher.launch
 
-    def launch(req, spool_dir):
+    def launch(req, spool_dir, **kw):
         if req.job_id == 1:
             raise RuntimeError("supervisor exploded")
-        return real(req, spool_dir)
+        return real(req, spool_dir, **kw)
 
     monkeypatch.setattr(launcher, "launch", launch)
     ag = Agent(cfg, store, ["n1"])
@@ -182,7 +182,7 @@ def test_a_launched_run_without_directory_or_supervisor_is_node_fail_not_a_relau
     cfg, store, tmp = env
     _running(store, 1, _spec(tmp, "gone"), launched_run=0, requeue=False)
     calls = []
-    monkeypatch.setattr(launcher, "launch", lambda req, sp: calls.append(req))
+    monkeypatch.setattr(launcher, "launch", lambda req, sp, **kw: calls.append(req))
     ag = Agent(cfg, store, ["n1"])
     _until(ag, store, _done(store, 1))
     assert calls == []
@@ -194,15 +194,54 @@ def test_launched_run_is_recorded_before_the_run_directory_exists(env, monkeypat
     cfg, store, tmp = env
     _running(store, 1, _spec(tmp, "a"))
     seen = []
+    real = launcher._spawn_supervisor
 
-    def launch(req, sp):
-        seen.append((store.get_job(1).launched_run, os.path.isdir(spool.jobdir_path(sp, 1, 0))))
-        raise RuntimeError("stop here")
+    def spawn(jobdir, lock_fd):
+        seen.append(("spawn", store.get_job(1).launched_run))
+        return real(jobdir, lock_fd)
 
-    monkeypatch.setattr(launcher, "launch", launch)
-    Agent(cfg, store, ["n1"]).step()
-    assert seen == [(0, False)]
-    assert not store.mark_launched(1, 0)  # ended FAILED: no second launch is recorded
+    real_rename = os.rename
+
+    def rename(a, b):
+        if b == spool.jobdir_path(Agent(cfg, store, ["n1"]).spool, 1, 0):
+            seen.append(("rename", store.get_job(1).launched_run))
+        return real_rename(a, b)
+
+    monkeypatch.setattr(launcher, "_spawn_supervisor", spawn)
+    monkeypatch.setattr(launcher.os, "rename", rename)
+    ag = Agent(cfg, store, ["n1"])
+    ag.step()
+    monkeypatch.undo()
+    assert seen[:2] == [("rename", 0), ("spawn", 0)]
+    _until(ag, store, _done(store, 1))
+    assert store.get_job(1).state == "COMPLETED"
+
+
+class Crash(BaseException):
+    """The daemon dying (not an error the agent may catch)."""
+
+
+def test_a_daemon_killed_between_recording_and_making_the_run_directory_launches_it_once(env, monkeypatch):
+    cfg, store, tmp = env
+    starts = tmp / "starts"
+    _running(store, 1, _spec(tmp, "a", script=f"#!/bin/sh\necho x >> {starts}\n"))
+    real = os.rename
+
+    def rename(a, b):
+        if os.path.basename(b) == "job.1.0":
+            raise Crash()
+        return real(a, b)
+
+    monkeypatch.setattr(launcher.os, "rename", rename)
+    with pytest.raises(Crash):
+        Agent(cfg, store, ["n1"]).step()
+    monkeypatch.undo()
+    assert store.get_job(1).launched_run == 0  # recorded, but the run's directory never appeared
+    ag = Agent(cfg, store, ["n1"])
+    assert launcher.staged(ag.spool, 1, 0)
+    _until(ag, store, _done(store, 1))
+    assert (store.get_job(1).state, starts.read_text()) == ("COMPLETED", "x\n")
+    assert launcher.staged(ag.spool, 1, 0) == []
 
 
 # ---------------------------------------------------------------- descriptors above 1024
@@ -267,7 +306,10 @@ def test_a_full_disk_while_recording_an_end_is_logged_once_and_recorded_later(en
     cfg, store, tmp = env
     _running(store, 1, _spec(tmp, "a"))
     ag = Agent(cfg, store, ["n1"])
-    _until(ag, store, lambda: launcher.poll(ag.spool, 1, 0).state == "EXITED")
+    ag.step()  # launched; no pass until its end is in the spool
+    deadline = time.time() + 20
+    while launcher.poll(ag.spool, 1, 0).state != "EXITED" and time.time() < deadline:
+        time.sleep(0.05)
     real = store.finish_run
 
     def full(*a, **k):
