@@ -364,10 +364,14 @@ class Service:
         return jobs, errors
 
     def signal_jobs(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
-        """scancel: `signal` None cancels; otherwise the signal goes to running jobs."""
+        """scancel: `signal` None cancels; otherwise the signal goes to running jobs. A
+        signal the kernel would refuse never reaches a supervisor (api.py's wire check
+        refuses it first; this guards direct callers)."""
         ids = [str(i) for i in body.get("ids") or []]
         filters = body.get("filters") or {}
         sig = body.get("signal")
+        if sig is not None and (type(sig) is not int or not 0 <= sig <= _signal.SIGRTMAX):
+            raise InvalidRequest(f"signal: must be an integer between 0 and {int(_signal.SIGRTMAX)} (got {sig!r})")
         if ids:
             jobs, errors = self._owned(caller, ids, "cancel")
         else:

@@ -203,3 +203,16 @@ def test_rule_messages():
         check(JOB_SPEC, {"ntasks": 10 ** 60}, "spec")
     with pytest.raises(WireError, match=r"too long \(spec.environment: must be at most 10 bytes in all \(it has 12\)\)$"):
         check(JOB_SPEC, {"environment": {"A": "1234", "B": "12"}}, "spec", {"max_env_bytes": 10})
+
+
+def test_service_refuses_a_signal_the_kernel_would_refuse(svc, tmp_path):
+    """Direct callers of the service (not through api.handle) cannot store signal 999 either."""
+    from wire_helpers import ME
+
+    from batchd.errors import InvalidRequest
+
+    jid = svc.submit(ME, spec(tmp_path))["job_id"]
+    for bad in (999, -1, "9", 1.0):
+        with pytest.raises(InvalidRequest, match="signal: must be an integer between 0 and"):
+            svc.signal_jobs(ME, {"ids": [str(jid)], "signal": bad})
+    assert svc.signal_jobs(ME, {"ids": [str(jid)], "signal": None})["done"] == [str(jid)]
