@@ -184,3 +184,21 @@ def test_shard_job_sees_its_card(card_key):
     alloc = {"n": {"tasks": 1, "cpus": 1, "gpus": [], "shards": 3, **card_key}}
     env = jobenv.job_environment({"submit_dir": "/s"}, JOB, alloc, "n", "c")
     assert env["CUDA_VISIBLE_DEVICES"] == "2" and env["SLURM_SHARDS_ON_NODE"] == "3"
+
+
+@pytest.mark.parametrize("bad", [0, -5, "60", 1.5, True])
+def test_time_limit_is_positive_unlimited_or_the_partitions(bad):
+    """A given time limit (or time min) is > 0 or -1 (UNLIMITED); None takes the partition's."""
+    for key in ("time_limit_s", "time_min_s"):
+        with pytest.raises(SubmitError, match="Requested time limit is invalid"):
+            jobspec.resolve(base_spec(**{key: bad}), CLUSTER, "root", 0)
+    assert jobspec.resolve(base_spec(time_limit_s=-1), CLUSTER, "root", 0)["time_limit_s"] == -1
+    assert jobspec.resolve(base_spec(partition="debug", time_limit_s=None), CLUSTER, "root", 0)["time_limit_s"] == 600
+
+
+def test_pattern_width_reads_ascii_digits_only():
+    """`%²j` / `%٣j`: not a width (Slurm's pattern code knows ASCII digits only), the literal text."""
+    job = {"id": 42}
+    assert jobenv.expand_pattern("x-%²j.out", job, "n1") == "x-%²j.out"
+    assert jobenv.expand_pattern("x-%٣j.out", job, "n1") == "x-%٣j.out"
+    assert jobenv.expand_pattern("x-%4j-%99999999999999999999j.out", job, "n1") == "x-0042-0000000042.out"
