@@ -134,7 +134,7 @@ def pgcluster(pg_base_url):
     finally:
         for n in list(c_.procs):
             c_.kill(n, signal.SIGTERM)
-        subprocess.run(["pkill", "-9", "-f", f"batchd.supervisor {root}"], check=False)
+        subprocess.run(["pkill", "-9", "-f", f"batchd[.]supervisor .*{root}"], check=False)
         shutil.rmtree(root, ignore_errors=True)
         with psycopg.connect(conninfo, autocommit=True) as c:
             c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -152,5 +152,5 @@ def cluster(request):
             pass
         c.stop()
         time.sleep(0.2)
-        subprocess.run(["pkill", "-f", f"batchd.supervisor {root}"], check=False)
+        subprocess.run(["pkill", "-f", f"batchd[.]supervisor .*{root}"], check=False)
         shutil.rmtree(root, ignore_errors=True)

@@ -97,7 +97,7 @@ def tmpfs_cluster():
             f.unlink()
         c.run("scancel", "--user", str(os.getuid()), check=False)
         c.stop()
-        subprocess.run(["pkill", "-f", f"batchd.supervisor {root}"], check=False)
+        subprocess.run(["pkill", "-f", f"batchd[.]supervisor .*{root}"], check=False)
         subprocess.run(["umount", "-l", str(state)], check=False)
         shutil.rmtree(root, ignore_errors=True)
 

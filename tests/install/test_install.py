@@ -241,5 +241,5 @@ def test_installed_wheel_runs_jobs_of_two_users_in_the_production_layout(users):
     finally:
         if node is not None:
             node.stop()
-            subprocess.run(["pkill", "-f", f"batchd.supervisor {work}"], check=False)
+            subprocess.run(["pkill", "-f", f"batchd[.]supervisor .*{work}"], check=False)
         shutil.rmtree(work, ignore_errors=True)
