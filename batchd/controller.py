@@ -262,7 +262,8 @@ class Controller:
             "partition": j.partition, "qos": j.qos, "nice": j.nice, "hold": j.hold,
             "qos_priority_value": q.priority if q else 0, "billing": j.billing,
             "eligible_time": j.eligible_time or j.submit_time,
-            "partition_nodes": _allowed_nodes(part_nodes.get(j.partition), j.spec),
+            "partition_nodes": _allowed_nodes(part_nodes.get(j.partition), j.spec,
+                                              int(self.cfg.limits["max_hostlist_names"])),
         }
         if r.get("exclusive"):
             d["exclusive"] = True
@@ -520,21 +521,24 @@ def _running_fallback(j: Job) -> dict[str, Any]:
             "eligible_time": j.submit_time, "partition_nodes": None}
 
 
-def _allowed_nodes(partition_nodes: list[str] | None, spec: dict[str, Any]) -> list[str] | None:
+def _allowed_nodes(partition_nodes: list[str] | None, spec: dict[str, Any], limit: int) -> list[str] | None:
     """The nodes a job may use: its partition's, narrowed by `-w/--nodelist` (only these)
-    and `-x/--exclude` (not these), both in Slurm's host-list syntax."""
+    and `-x/--exclude` (not these), both in Slurm's host-list syntax, each expanded up to
+    `limit` names (`[limits] max_hostlist_names`, what the door let in). A list stored
+    before the door checked it that does not parse, or names more, leaves the job no
+    node (it pends) rather than ignoring the user's restriction."""
     from batchd.hostlist import expand
 
     allowed = partition_nodes
     try:
         if spec.get("nodelist"):
-            only = set(expand(str(spec["nodelist"])))
+            only = set(expand(str(spec["nodelist"]), limit))
             allowed = [n for n in (allowed or sorted(only)) if n in only]
         if spec.get("exclude"):
-            out = set(expand(str(spec["exclude"])))
+            out = set(expand(str(spec["exclude"]), limit))
             allowed = [n for n in (allowed or []) if n not in out] if allowed is not None else None
     except ValueError:
-        pass
+        return []
     return allowed
 
 
