@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 RECV_BYTES = 256 * 1024
 ACCEPTS_PER_WAKE = 256      # then serve the other connections before accepting more
 ACCEPT_PAUSE_S = 0.1        # after EMFILE: stop accepting this long, serve what is open
-REFUSAL_LOG_S = 10.0        # one warning per uid per this many seconds of refusals
+NOTE_LOG_S = 10.0           # one warning per uid and kind (refused, timed out) per this long
 
 Handler = Callable[[Any, Caller, str, str, bytes], tuple[int, Any]]
 
@@ -137,7 +137,7 @@ class _Server:
         self._replies: deque[tuple[_Conn, bytes]] = deque()   # workers -> loop
         self._work = _FairQueue()
         self._accept_paused_until = 0.0
-        self._refusals: dict[int, tuple[float, int]] = {}     # uid -> (last warning, refused since)
+        self._notes: dict[tuple[int, str], tuple[float, int]] = {}  # (uid, event) -> (logged at, since)
         self._stopping = False
 
     # ---- the loop thread ----
@@ -220,13 +220,18 @@ class _Server:
         except OSError:
             pass
         sock.close()
+        self._note(uid, "api connection refused", message)
+
+    def _note(self, uid: int, event: str, detail: str) -> None:
+        """Log `event` for `uid` at most once per NOTE_LOG_S, with how often it happened:
+        a client that opens thousands of connections must not flood the log."""
         now = time.monotonic()
-        last, count = self._refusals.get(uid, (0.0, 0))
-        if now - last >= REFUSAL_LOG_S:
-            log.warning("api connection refused uid=%d refused_since_last=%d reason=%r", uid, count + 1, message)
-            self._refusals[uid] = (now, 0)
+        last, count = self._notes.get((uid, event), (-NOTE_LOG_S, 0))
+        if now - last >= NOTE_LOG_S:
+            log.warning("%s uid=%d times=%d detail=%r", event, uid, count + 1, detail)
+            self._notes[(uid, event)] = (now, 0)
         else:
-            self._refusals[uid] = (last, count + 1)
+            self._notes[(uid, event)] = (last, count + 1)
 
     def _read(self, c: _Conn) -> None:
         try:
@@ -300,12 +305,11 @@ class _Server:
             if c.deadline > now:  # extended since it was queued
                 self._queue_deadline(c)
             elif c.out is None:
-                log.info("api request timed out uid=%d pid=%d received_bytes=%d",
-                         c.caller.uid, c.caller.pid, len(c.buf))
+                self._note(c.caller.uid, "api request timed out", f"pid={c.caller.pid} received_bytes={len(c.buf)}")
                 self._send(c, error_reply(408, "RequestTimeout", "the request did not arrive in "
                                           f"{self.limits.request_timeout_s:g} s (limits.request_timeout_s)"))
             else:
-                log.info("api reply dropped uid=%d pid=%d: the client stopped reading", c.caller.uid, c.caller.pid)
+                self._note(c.caller.uid, "api reply dropped: the client stopped reading", f"pid={c.caller.pid}")
                 self._close(c)
 
     def _queue_deadline(self, c: _Conn) -> None:
