@@ -37,6 +37,7 @@ from batchd.api import handle
 from batchd.errors import BatchdError
 from batchd.httpwire import (
     HEAD_MAX_BYTES,
+    FairQueue,
     Limits,
     Refused,
     encode_reply,
@@ -79,37 +80,6 @@ class _Conn:
         self.closed = False
 
 
-class _FairQueue:
-    """Requests waiting for a worker: one FIFO per uid, uids served round-robin."""
-
-    def __init__(self) -> None:
-        self._cv = threading.Condition()
-        self._by_uid: dict[int, deque[_Conn | None]] = {}
-        self._turns: deque[int] = deque()
-
-    def put(self, uid: int, item: _Conn | None) -> None:
-        with self._cv:
-            q = self._by_uid.get(uid)
-            if q is None:
-                q = self._by_uid[uid] = deque()
-                self._turns.append(uid)
-            q.append(item)
-            self._cv.notify()
-
-    def get(self) -> _Conn | None:
-        with self._cv:
-            while not self._turns:
-                self._cv.wait()
-            uid = self._turns.popleft()
-            q = self._by_uid[uid]
-            item = q.popleft()
-            if q:
-                self._turns.append(uid)
-            else:
-                del self._by_uid[uid]
-            return item
-
-
 class _Server:
     """The listening socket, the loop and the workers (see the module docstring)."""
 
@@ -135,7 +105,7 @@ class _Server:
         self._deadlines: list[tuple[float, int, _Conn]] = []
         self._seq = itertools.count()
         self._replies: deque[tuple[_Conn, bytes]] = deque()   # workers -> loop
-        self._work = _FairQueue()
+        self._work = FairQueue()
         self._accept_paused_until = 0.0
         self._notes: dict[tuple[int, str], tuple[float, int]] = {}  # (uid, event) -> (logged at, since)
         self._stopping = False
@@ -155,14 +125,19 @@ class _Server:
             if self._accept_paused_until:
                 timeout = min(timeout, max(0.0, self._accept_paused_until - now))
             for key, mask in self.sel.select(timeout):
-                if key.data == "listen":
-                    self._accept()
-                elif key.data == "wake":
-                    self._drain_wake()
-                elif mask & selectors.EVENT_WRITE:
-                    self._write(key.data)
-                else:
-                    self._read(key.data)
+                try:
+                    if key.data == "listen":
+                        self._accept()
+                    elif key.data == "wake":
+                        self._drain_wake()
+                    elif mask & selectors.EVENT_WRITE:
+                        self._write(key.data)
+                    else:
+                        self._read(key.data)
+                except Exception:  # the top of one connection's event: a bug must not stop the API
+                    log.exception("api connection event failed")
+                    if isinstance(key.data, _Conn):
+                        self._close(key.data)
             self._take_replies()
             self._expire(time.monotonic())
         for _ in workers:

@@ -1,5 +1,6 @@
-"""The HTTP/1.1 framing of the daemon's socket, without any I/O: the limits a connection
-lives under, the request head parser and the reply encoder (used by batchd/httpserver.py).
+"""The pieces of the daemon's socket transport (batchd/httpserver.py) that do no I/O: the
+limits a connection lives under, the request head parser, the reply encoder and the
+queue that hands complete requests to the workers, uid by uid.
 Every reply this module makes is a JSON error envelope of `batchd/protocol.py`."""
 
 from __future__ import annotations
@@ -7,6 +8,8 @@ from __future__ import annotations
 import json
 import socket
 import struct
+import threading
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -84,3 +87,35 @@ def parse_head(head: bytes, max_body: int) -> tuple[str, str, int]:
         raise Refused(413, "RequestTooLarge", f"request body of {length} bytes is over the daemon's limit of "
                                                f"{max_body} bytes (limits.max_request_bytes)")
     return parts[0], parts[1], length
+
+
+class FairQueue:
+    """Requests waiting for a worker: one FIFO per uid, uids served round-robin (thread-safe;
+    `get` blocks until there is one)."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._by_uid: dict[int, deque[Any]] = {}
+        self._turns: deque[int] = deque()
+
+    def put(self, uid: int, item: Any) -> None:
+        with self._cv:
+            q = self._by_uid.get(uid)
+            if q is None:
+                q = self._by_uid[uid] = deque()
+                self._turns.append(uid)
+            q.append(item)
+            self._cv.notify()
+
+    def get(self) -> Any:
+        with self._cv:
+            while not self._turns:
+                self._cv.wait()
+            uid = self._turns.popleft()
+            q = self._by_uid[uid]
+            item = q.popleft()
+            if q:
+                self._turns.append(uid)
+            else:
+                del self._by_uid[uid]
+            return item

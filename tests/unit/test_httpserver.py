@@ -19,7 +19,8 @@ import pytest
 
 from batchd.config import parse_config
 from batchd.errors import BatchdError
-from batchd.httpserver import ApiServer, Limits, _FairQueue
+from batchd.httpserver import ApiServer, Limits
+from batchd.httpwire import FairQueue
 
 NODE = [{"name": "n1", "cpus": 1, "memory_mb": 1}]
 
@@ -254,7 +255,7 @@ def test_requests_run_on_at_most_api_threads_workers(serve):
 
 
 def test_waiting_requests_are_taken_round_robin_per_uid():
-    q = _FairQueue()
+    q = FairQueue()
     for uid, item in [(1, "a1"), (1, "a2"), (1, "a3"), (2, "b1"), (3, "c1"), (2, "b2")]:
         q.put(uid, item)  # type: ignore[arg-type]
     assert [q.get() for _ in range(6)] == ["a1", "b1", "c1", "a2", "b2", "a3"]
