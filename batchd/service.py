@@ -279,7 +279,10 @@ class Service:
             arrays: set[int] = set()
             tasks: dict[int, set[int]] = {}
             for raw in ids:
-                jid, task = views.parse_job_id(raw)
+                try:
+                    jid, task = views.parse_job_id(raw)
+                except ValueError:
+                    raise InvalidRequest(f"Invalid job id specified: {raw}") from None
                 if task is None:
                     plain.add(jid)
                     arrays.add(jid)
