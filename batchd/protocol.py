@@ -34,6 +34,13 @@ scalar (null, bool, number, string <= 1024 bytes; at most 32), so that a newer c
 works with an older daemon; query keys a route does not name are ignored. The replies'
 schemas (`batchd/wire_replies.py`) are checked by the tests against a running daemon.
 
+The transport (`batchd/httpserver.py`, limits in the config's `[limits]`) answers before any
+route: 408 `RequestTimeout` when a connection has not sent its whole request within
+`request_timeout_s`, 400 for a malformed head, 411 for a chunked body, 413 when
+Content-Length exceeds `max_request_bytes`, 431 for a head over 64 KiB, and 503
+`TooManyConnections` when the caller holds `max_connections_per_user` connections or the
+daemon `max_connections` (the commands retry a refused connect and this 503 for up to 5 s).
+
 Database errors are a 503 with the cause: `DiskFull` (no space left on device),
 `DatabaseBusy` (a lock was not granted in time), `DatabaseConflict` (a concurrent writer
 took a key), `DatabaseUnavailable` (unreachable); in each case nothing was changed.
@@ -42,7 +49,9 @@ Endpoints
 ---------
 GET  /v1/ping                      -> {"cluster": str, "version": str}
 POST /v1/jobs                      body {"spec": JOB_SPEC}
-                                   -> {"job_id": int, "array_task_ids": [int] | None}
+                                   -> {"job_id": int, "array_task_ids": [int] | None}, plus
+                                   "duplicate": true when spec["submit_token"] names a submission
+                                   this uid already stored (its ids are returned, nothing is stored)
                                    with spec["test_only"]: {"job_id": None, "start_time": float,
                                    "nodes": str, "partition": str} (nothing stored)
 GET  /v1/jobs?QUERY                -> {"jobs": [JOB_VIEW]} ; QUERY keys (all optional, lists comma
@@ -107,6 +116,10 @@ hold: bool; nice: int; requeue: bool | None; exclusive: bool
 signal: {"signal": int, "time_s": int, "batch_only": bool} | None
 mail_type, mail_user: ignored but stored
 test_only: bool
+submit_token: str | None  client-made, 1-64 of [A-Za-z0-9_-] (sbatch/bsub: 32 hex digits per call);
+                          a retry after a lost reply sends the same token and gets the same job
+uid, gid: int | None      sbatch --uid/--gid: only a root caller may send them; the job runs and
+                          is charged as that user
 wait: bool                sbatch -W (the command then polls the job)
 lsf: bool                 submitted by bsub (only changes messages)
 Added by sbatch (cli/sbatch.py, cli/sbatch_opts.py; the option parser is cli/options.py):

@@ -126,7 +126,7 @@ JOB_SPEC = Obj({
     "hold": FLAG, "nice": NICE, "requeue": FLAG, "exclusive": FLAG, "signal": SIGNAL,
     "test_only": FLAG, "wait": FLAG, "lsf": FLAG, "unnamed": FLAG, "wrap": FLAG, "parsable": FLAG,
     "submit_host": Str(255, null=True), "clusters": NAME_OR_NULL, "nodelist": HOSTLIST, "exclude": HOSTLIST,
-    "submit_token": Str(256, null=True), "uid": Int(0, MAX_UID, null=True), "gid": Int(0, MAX_UID, null=True),
+    "submit_token": Str(64, null=True), "uid": Int(0, MAX_UID, null=True), "gid": Int(0, MAX_UID, null=True),
 }, unknown="scalars", checks=(_nodes_range,), what="a job specification (an object)")
 
 UPDATE = Obj({

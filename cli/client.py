@@ -168,7 +168,7 @@ def new_submit_token():
     return os.urandom(16).hex()
 
 
-def submit_job(spec, send=None, retry_s=SUBMIT_RETRY_S):
+def submit_job(spec, send=None, retry_s=None):
     """`POST /v1/jobs` for `spec`; returns `(reply, lost)`, `lost` true when a first reply
     was lost and the reply is that of a retry.
 
@@ -190,12 +190,16 @@ def submit_job(spec, send=None, retry_s=SUBMIT_RETRY_S):
         first = e
     import time as _time  # already loaded by `request`'s retries; kept local to this path
 
+    retry_s = SUBMIT_RETRY_S if retry_s is None else retry_s
     deadline = _time.monotonic() + retry_s
     pause = 0.2
     while True:
         _time.sleep(pause)
         try:
-            return send("POST", "/v1/jobs", body), True
+            # each retry waits no longer than what is left of the window: a daemon that
+            # accepts but never answers does not stretch it to a full request timeout
+            left = max(1.0, deadline - _time.monotonic())
+            return send("POST", "/v1/jobs", body, timeout=left), True
         except Unreachable:
             if _time.monotonic() + pause > deadline:
                 raise Unreachable(f"{first}; it did not come back within {retry_s:g} s, so the job may or may "

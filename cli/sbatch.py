@@ -103,11 +103,12 @@ def check_script(script):
              f"{PROG}: error: instead of expected UNIX line breaks (\\n).")
 
 
-def login_env(user_env=None):
-    """The approximated login environment of the calling user (module docstring)."""
+def login_env(uid=None):
+    """The approximated login environment (module docstring) of the job's user: the
+    calling user, or the `--uid` user root submits for."""
     import pwd
 
-    pw = pwd.getpwuid(os.getuid())
+    pw = pwd.getpwuid(os.getuid() if uid is None else uid)
     path = "/usr/local/bin:/usr/bin:/bin"
     if pw.pw_uid == 0:
         path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -152,9 +153,10 @@ def split_quoted(text):
     return [t for t in out if t]
 
 
-def job_environment(export, environ, export_file=None):
+def job_environment(export, environ, export_file=None, uid=None):
     """The environment the job starts from (before the daemon adds SLURM_* output
-    variables), following Slurm's --export rules; see the module docstring."""
+    variables), following Slurm's --export rules; see the module docstring. `uid`: the
+    job's user when it is not the caller (`--uid`), whose login environment NONE gives."""
     env = read_env_file(export_file) if export_file else {}
     raw = export if export is not None else "ALL"
     up = raw.upper()
@@ -165,7 +167,7 @@ def job_environment(export, environ, export_file=None):
     if up == "NIL":
         env.update(slurm_vars)
     elif up == "NONE":
-        env.update(login_env())
+        env.update(login_env(uid))
         env.update(slurm_vars)
     else:
         picked = {}
@@ -178,7 +180,7 @@ def job_environment(export, environ, export_file=None):
             elif tok in environ:
                 picked[tok] = environ[tok]
         picked.update(slurm_vars)
-        env.update(login_env())
+        env.update(login_env(uid))
         env.update(picked)
     env["SLURM_EXPORT_ENV"] = raw
     if up != "NIL":
@@ -248,7 +250,8 @@ def build(argv, environ, stdin=None, cwd=None):
     chdir = merged.get("chdir")
     spec["workdir"] = os.path.normpath(os.path.join(cwd, chdir)) if chdir else cwd
     spec["export"] = merged.get("export", "ALL")
-    spec["environment"] = job_environment(merged.get("export"), environ, merged.get("export_file"))
+    spec["environment"] = job_environment(merged.get("export"), environ, merged.get("export_file"),
+                                          spec.get("uid"))
     spec["submit_host"] = os.uname().nodename.split(".")[0]
     spec["wrap"] = wrap is not None
     spec["parsable"] = bool(merged.get("parsable"))

@@ -23,8 +23,8 @@ FOUND = [
     (["sbatch", "--array=²", "--wrap", "true"], 1, "sbatch: error: Batch job submission failed: Invalid job array"),
     (["bsub", "-sp", "²", "true"], 255, "²: Bad argument for option -sp. Job not submitted."),
     (["bsub", "-n", "²", "true"], 255, "²: Bad argument for option -n. Job not submitted."),
-    (["sacct", "-j", "²"], 1, "sacct: error: Invalid job id specified: ²"),
-    (["sacct", "-j", "1_[0-99999999999]"], 1, "sacct: error: Invalid job id specified"),
+    (["sacct", "-j", "²"], 1, 'sacct: error: ids: must be job ids such as 123, 123_4 or 123_[1-3] (got "²")'),
+    (["sacct", "-j", "1_[0-99999999999]"], 1, "sacct: error: ids: must be job ids such as 123"),
 ]
 
 

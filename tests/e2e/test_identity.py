@@ -77,6 +77,17 @@ def test_the_job_is_charged_as_the_user(cluster, people):
                                                   "account or account/partition combination specified\n")
 
 
+def test_export_none_gives_the_users_login_environment_not_roots(cluster, people):
+    a, _b, _g = people
+    out = cluster.root / "envout"
+    out.mkdir()
+    os.chmod(out, 0o777)
+    jid = cluster.submit("--uid", a, "--export=NONE", "-o", f"{out}/%j.txt", "--wrap", 'echo "$USER $HOME"')
+    assert cluster.wait(jid, ("COMPLETED", "FAILED"))["state"] == "COMPLETED"
+    pw = pwd.getpwnam(a)
+    assert (out / f"{jid}.txt").read_text().split() == [a, pw.pw_dir]
+
+
 # (who runs sbatch, its options) -> (exit code, stderr): recorded from Slurm 22.05
 REFUSED = [
     ("user", ["--uid=root"], 255, "sbatch: error: --uid only permitted by root user\n"),

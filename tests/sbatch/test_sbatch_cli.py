@@ -181,6 +181,10 @@ def test_daemon_dropping_the_connection_is_one_line(read_first, tmp_path, monkey
     t.start()
     monkeypatch.setattr(sbatch.os, "environ", recorded_caller_env({"BATCHD_SOCKET": path}))
     monkeypatch.setenv("BATCHD_SOCKET", path)
+    from batchd.cli import client
+
+    # a dropped reply is retried (the daemon may have stored the job): a short window here
+    monkeypatch.setattr(client, "SUBMIT_RETRY_S", 2.0)
     with pytest.raises(SystemExit) as e:
         sbatch.main(["--wrap", "true"])
     err = capsys.readouterr().err
