@@ -221,6 +221,20 @@ def append_as_user(user: str, uid: int, gid: int, path: str, line: str) -> None:
         append_line(path, line)
         return
     try:
+        # the same symlink rule as the job's own outputs (open_output): a link planted by
+        # another user in a sticky world-writable directory is not followed. (The shell
+        # below opens the path again; a link planted in between is a narrow race that the
+        # kernel's fs.protected_symlinks, on by default, closes.)
+        link = os.lstat(path)
+        if stat.S_ISLNK(link.st_mode) and not may_follow(link, os.stat(os.path.dirname(path) or "."), uid):
+            log.warning("note not written path=%s error=refusing a symlink owned by uid %s", path, link.st_uid)
+            return
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.warning("note not written path=%s error=%s", path, exc)
+        return
+    try:
         groups = os.getgrouplist(user, gid)
     except (KeyError, OSError):
         groups = [gid]

@@ -145,3 +145,19 @@ def test_an_unreadable_input_is_told_in_the_error_file(jobs, users):
         assert out == f"slurmstepd: error: Could not open stdin file {missing}: No such file or directory\n"
     finally:
         shutil.rmtree(secret.parent, ignore_errors=True)
+
+
+def test_the_daemons_notes_do_not_follow_a_planted_symlink(users, sticky, unprotected):
+    # jobexec.append_as_user writes why a job could not be launched into its error file
+    from batchd.jobexec import append_as_user
+
+    a, b = users
+    precious = a.home / "precious-note"
+    precious.write_text("keep me\n")
+    os.chown(precious, a.uid, a.gid)
+    _as_user(b, "ln", "-s", str(precious), str(sticky / "note.err"))
+    append_as_user(a.name, a.uid, a.gid, str(sticky / "note.err"), "batchd: the job could not start\n")
+    assert precious.read_text() == "keep me\n"
+    own = a.home / "own.err"
+    append_as_user(a.name, a.uid, a.gid, str(own), "written\n")  # a plain path is written, as the user
+    assert own.read_text() == "written\n" and own.stat().st_uid == a.uid
