@@ -22,9 +22,9 @@ def command(config_path, dev, nodes, log_level):
     from batchd.config import load_config
     from batchd.daemon import Daemon
     from batchd.errors import BatchdError
+    from batchd.journald import configure_logging, error_line
 
-    logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(log_level.upper())  # under journald: <N> priority prefixes
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
     cfg = None
     try:
@@ -35,10 +35,10 @@ def command(config_path, dev, nodes, log_level):
                        f"{len(cfg.nodes)} node(s). Submit from this directory with sbatch.", err=True)
         d.run_forever()
     except BatchdError as e:
-        click.echo(f"batchd: error: {e.message}", err=True)
+        click.echo(error_line(f"batchd: error: {e.message}"), err=True)
         sys.exit(1)
     except KeyError as e:
-        click.echo(f"batchd: error: unknown node {e.args[0]!r} (not in the config)", err=True)
+        click.echo(error_line(f"batchd: error: unknown node {e.args[0]!r} (not in the config)"), err=True)
         sys.exit(1)
     except Exception as e:
         # the environment, not a bug: one line naming the cause (a full disk, a database
@@ -49,5 +49,5 @@ def command(config_path, dev, nodes, log_level):
         if why is None:
             raise
         detail = str(getattr(e, "orig", None) or e).strip().splitlines()[0][:300]
-        click.echo(f"batchd: error: cannot start: {why} ({detail})", err=True)
+        click.echo(error_line(f"batchd: error: cannot start: {why} ({detail})"), err=True)
         sys.exit(1)
