@@ -50,10 +50,14 @@ from batchd.spool import (  # noqa: F401  (re-exported: the launcher's callers u
     boot_id,
     jobdir_path,
     lock_is_held,
+    lock_state,
+    pid_namespace,
+    pids_are_local,
     process_matches,
     read_json,
     start_ticks,
     supervisor_alive,
+    supervisor_here,
     write_json_atomic,
 )
 
@@ -377,11 +381,31 @@ def poll(spool_dir: str, job_id: int, run: int) -> RunStatus:
         if supervisor_alive(jobdir, started):
             if started is None:
                 return RunStatus("RUNNING", job_id, run)
-            return RunStatus("RUNNING", job_id, run, pid=int(started["pid"]),
-                             start_time=float(started["start_time"]))
+            # the job's pid means nothing to this process in another pid namespace:
+            # 0 keeps the daemon from sampling or signalling a stranger by it
+            pid = int(started["pid"]) if pids_are_local(started) else 0
+            _note_foreign_view(jobdir, started)
+            return RunStatus("RUNNING", job_id, run, pid=pid, start_time=float(started["start_time"]))
         # the supervisor may have written exit.json and exited between the two reads
     return RunStatus("LOST", job_id, run, pid=int(started["pid"]) if started else 0,
                      start_time=float(started["start_time"]) if started else None)
+
+
+_noted_views: set[str] = set()
+
+
+def _note_foreign_view(jobdir: str, started: dict[str, Any]) -> None:
+    """Log once per run that its supervisor sees another boot id or pid namespace than
+    this daemon (it is alive: its lock is held)."""
+    if jobdir in _noted_views:
+        return
+    theirs_boot, theirs_ns = started.get("boot_id") or "", started.get("pid_ns") or ""
+    ours_boot, ours_ns = boot_id(), pid_namespace()
+    if (theirs_boot and theirs_boot != ours_boot) or (theirs_ns and theirs_ns != ours_ns):
+        _noted_views.add(jobdir)
+        log.info("run alive in another view jobdir=%s unit=%s boot_id=%s daemon_boot_id=%s pid_ns=%s "
+                 "daemon_pid_ns=%s (its lock is held: the run is RUNNING)", jobdir, started.get("unit") or "-",
+                 theirs_boot or "-", ours_boot or "-", theirs_ns or "-", ours_ns or "-")
 
 
 def list_runs(spool_dir: str) -> list[tuple[int, int]]:
@@ -437,9 +461,12 @@ def _post_control(jobdir: str, request: dict[str, Any]) -> bool:
     if not supervisor_alive(jobdir, started):
         # exit.json written meanwhile, or a supervisor still starting (it reads the file)
         return os.path.exists(os.path.join(jobdir, EXIT)) or (started is None and lock_is_held(jobdir))
-    if started is not None:
+    # wake it at once where its pid is ours to signal; elsewhere it finds the request
+    # within CONTROL_SCAN_S (a bare pid from another namespace could be anyone here)
+    pid = supervisor_here(started)
+    if pid:
         with contextlib.suppress(ProcessLookupError):
-            os.kill(int(started["supervisor_pid"]), _signal.SIGUSR1)
+            os.kill(pid, _signal.SIGUSR1)
     return True
 
 
@@ -451,6 +478,12 @@ def _signal_orphans(jobdir: str, sig: int) -> None:
     req = read_json(os.path.join(jobdir, REQUEST))
     if started is None or req is None:
         return
+    if started.get("unit"):
+        _stop_unit(str(started["unit"]), sig)
+    if not pids_are_local(started):
+        log.warning("lost run's processes are in another pid namespace: not signalled by pid jobdir=%s "
+                    "pid_ns=%s unit=%s", jobdir, started.get("pid_ns"), started.get("unit") or "-")
+        return
     pgid = int(started["pgid"])
     uid = int(req["uid"]) if os.geteuid() == 0 else os.getuid()
     for proc in psutil.process_iter(["pid", "uids"]):
@@ -459,6 +492,17 @@ def _signal_orphans(jobdir: str, sig: int) -> None:
                 os.kill(proc.pid, sig)
         except (ProcessLookupError, psutil.Error, OSError):
             continue
+
+
+def _stop_unit(unit: str, sig: int) -> None:
+    """`sig` to every process of a lost run's transient unit, through systemd (which
+    reaches them from any pid namespace); nothing where systemctl is missing."""
+    systemctl = shutil.which("systemctl")
+    if systemctl is None:
+        return
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        subprocess.run([systemctl, "kill", f"--signal={int(sig)}", "--kill-who=all", unit],
+                       capture_output=True, timeout=10, check=False)
 
 
 def terminate(spool_dir: str, job_id: int, run: int, reason: Reason, signal: int = _signal.SIGTERM,

@@ -10,7 +10,8 @@ Spool layout, one directory per run (`run` = restart count of the job)::
         supervisor.lock              flock held by the supervisor for its whole life
         supervisor.log               the supervisor's own stderr
         started.json                 {pid, pgid, start_time, create_time, start_ticks, supervisor_pid,
-                                      supervisor_start_time, supervisor_start_ticks, boot_id}
+                                      supervisor_start_time, supervisor_start_ticks, boot_id,
+                                      pid_ns, unit}
         control.<ns>-<n>.json        requests from the daemon; the supervisor deletes each once handled
         exit.json                    {final_state, exit_code, signal, start_time, end_time, rusage, requested, error}
         collected                    marker: the daemon has stored the run's usage record
@@ -23,9 +24,20 @@ searchable when root); the spool's own parents must be searchable too.
 A job is never started twice: the job directory is created by an atomic rename, and the
 supervisor only lets the job exec after `started.json` is on disk. Times are unix seconds
 (float). `start_time`/`end_time` are wall-clock readings taken by the supervisor at fork and
-at reaping (elapsed = end - start); processes are identified by pid + start ticks since boot
-+ boot id (psutil's `create_time`, also stored, can be off by up to a second and moves
-with wall-clock steps).
+at reaping (elapsed = end - start).
+
+Run identity: a run's supervisor is alive exactly while `supervisor.lock` is locked (an
+exclusive flock taken before the job may start, held until the supervisor exits; the
+kernel drops it when the process dies, even by SIGKILL). A flock belongs to the file, so
+the daemon and the supervisor agree on it from any mount namespace, pid namespace or
+boot-id view that shares the spool's file system (a daemon under `ProtectKernelTunables=`
+or in systemd-nspawn sees another boot id than its job units; a daemon in another pid
+namespace cannot see their pids). The recorded pids (+ start ticks since boot, boot id,
+pid namespace `pid_ns`, the transient unit `unit` for isolation "systemd") are what the
+supervisor saw: the daemon signals or samples them only from the same pid namespace, and
+judges liveness by them only where the file system cannot tell whether the lock is held.
+psutil's `create_time`, also stored, can be off by up to a second and moves with
+wall-clock steps.
 """
 
 from __future__ import annotations
@@ -199,6 +211,9 @@ def read_json(path: str) -> dict[str, Any] | None:
 
 
 def boot_id() -> str:
+    """This process's view of the boot id ("" where it cannot be read). Under
+    systemd-nspawn or `ProtectKernelTunables=` two processes of one boot may see
+    different ones: it is a record, never the proof that a run is gone."""
     try:
         with open("/proc/sys/kernel/random/boot_id") as fh:
             return fh.read().strip()
@@ -206,6 +221,22 @@ def boot_id() -> str:
         return ""
 
 
+def pid_namespace() -> str:
+    """This process's pid namespace, e.g. "pid:[4026531836]" ("" where it cannot be
+    read). Pids recorded in another one name other processes (or none) here."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def pids_are_local(started: dict[str, Any] | None) -> bool:
+    """Whether the pids in `started` name the same processes in this process's view
+    (recorded in this pid namespace; records without `pid_ns` predate it: assumed so)."""
+    if not started:
+        return False
+    ns = started.get("pid_ns")
+    return not ns or ns == pid_namespace()
 def start_ticks(pid: int) -> int | None:
     """The process's start time in clock ticks since boot (/proc/PID/stat field 22).
 
@@ -237,26 +268,52 @@ def process_matches(pid: int, ticks: int | None, create_time: float | None = Non
         return False
 
 
-def lock_is_held(jobdir: str) -> bool:
-    """True when some process holds the supervisor lock of `jobdir`."""
+def lock_state(jobdir: str) -> bool | None:
+    """True when some process holds the supervisor lock of `jobdir`, False when none
+    does (or there is no lock file), None when the file system cannot tell (flock
+    unsupported there)."""
     try:
-        fd = os.open(os.path.join(jobdir, LOCK), os.O_RDONLY)
+        fd = os.open(os.path.join(jobdir, LOCK), os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
         return True
+    except OSError:
+        return None
     finally:
         os.close(fd)
     return False
 
 
+def lock_is_held(jobdir: str) -> bool:
+    """True when some process holds the supervisor lock of `jobdir`."""
+    return bool(lock_state(jobdir))
+
+
 def supervisor_alive(jobdir: str, started: dict[str, Any] | None) -> bool:
-    """Whether the run's supervisor is alive (same boot, pid and create time match)."""
-    if started is None:
-        return lock_is_held(jobdir)
+    """Whether the run's supervisor is alive: its lock is held (see the module
+    docstring, "Run identity"). A boot id or pid namespace other than the daemon's
+    changes nothing. Only where the lock cannot be tested are the recorded pid, start
+    ticks and boot id compared (a different boot id then means gone)."""
+    held = lock_state(jobdir)
+    if held is not None or started is None:
+        return bool(held)
     if started.get("boot_id") and started["boot_id"] != boot_id():
+        return False
+    if not pids_are_local(started):
         return False
     return process_matches(int(started["supervisor_pid"]), started.get("supervisor_start_ticks"),
                            started.get("supervisor_start_time"))
+
+
+def supervisor_here(started: dict[str, Any] | None) -> int:
+    """The supervisor's pid when it may be signalled from this process (same pid
+    namespace and start ticks: never a stranger that got the pid), else 0."""
+    if not pids_are_local(started):
+        return 0
+    assert started is not None
+    pid = int(started.get("supervisor_pid") or 0)
+    ticks, ctime = started.get("supervisor_start_ticks"), started.get("supervisor_start_time")
+    return pid if process_matches(pid, ticks, ctime) else 0

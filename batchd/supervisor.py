@@ -51,6 +51,7 @@ from batchd.spool import (
     STARTED,
     LaunchRequest,
     boot_id,
+    pid_namespace,
     read_json,
     start_ticks,
     write_json_atomic,
@@ -309,6 +310,15 @@ class Supervisor:
             time.sleep(delay)
             delay = min(delay * 2, WRITE_RETRY_MAX_S)
 
+    def _unit_name(self) -> str | None:
+        """The transient unit this supervisor is the main process of (isolation
+        "systemd"), else None."""
+        if not self.unit or self.req is None:
+            return None
+        from batchd import isolation
+
+        return isolation.unit_name(self.req.job_id)
+
     # ------------------------------------------------------------ main
     def _fail_before_start(self, message: str) -> int:
         now = time.time()
@@ -361,7 +371,7 @@ class Supervisor:
             "pid": self.child, "pgid": self.child, "start_time": self.start_time, "create_time": create_time,
             "start_ticks": start_ticks(self.child), "supervisor_pid": os.getpid(),
             "supervisor_start_time": me.create_time(), "supervisor_start_ticks": start_ticks(os.getpid()),
-            "boot_id": boot_id()}
+            "boot_id": boot_id(), "pid_ns": pid_namespace(), "unit": self._unit_name()}
         write_json_atomic(self._path(STARTED), self.started)
         os.write(go_w, b"g")
         os.close(go_w)
