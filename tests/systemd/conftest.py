@@ -192,3 +192,11 @@ def box():
 def controllers(box) -> list[str]:
     """The cgroup v2 controllers the box's root has (none on a host that keeps them in v1)."""
     return box.sh("cat /sys/fs/cgroup/cgroup.controllers").stdout.split()
+
+
+def missing_reason(ctl: str, controllers: list[str]) -> str:
+    """Why the box's cgroup v2 lacks controller `ctl`, as far as the host shows it."""
+    where = ("the host keeps it in a cgroup v1 hierarchy (/sys/fs/cgroup/" + ctl + ")"
+             if os.path.isdir(f"/sys/fs/cgroup/{ctl}") else "the host does not delegate it to the box")
+    return f"the box's cgroup v2 has no {ctl} controller (it has: {' '.join(controllers) or 'none'}): {where}"
+

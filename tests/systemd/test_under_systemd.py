@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import warnings
 
 import pytest
 
-from tests.systemd.conftest import CONFIG, UPGRADE_VERSION, USERS
+from tests.systemd.conftest import CONFIG, UPGRADE_VERSION, USERS, missing_reason
 
 pytestmark = pytest.mark.systemd
 
@@ -107,11 +108,12 @@ def test_jobs_of_two_users_run_as_them_in_their_own_units(box, controllers):
             box.wait_state(j, ("RUNNING",))
         for j, user, mem in ((ja, A, 100), (jb, B, 200)):
             p = box.show(_unit(j), "ActiveState", "Slice", "MemoryMax", "MemorySwapMax", "AllowedCPUs",
-                         "DevicePolicy", "DeviceAllow", "KillMode")
+                         "DevicePolicy", "DeviceAllow", "KillMode", "OOMPolicy", "ControlGroup")
             assert p["ActiveState"] == ["active"] and p["Slice"] == ["batchd.slice"], p
             assert p["MemoryMax"] == [str((mem + SUPERVISOR_MB) * 1024 * 1024)], p
             assert p["MemorySwapMax"] == ["0"] and p["KillMode"] == ["control-group"], p
-            assert p["DevicePolicy"] == ["closed"], p
+            assert p["DevicePolicy"] == ["closed"] and p["OOMPolicy"] == ["continue"], p
+            assert p["ControlGroup"] == [f"/batchd.slice/{_unit(j)}"], p
             cpus = _cpu_ids(box, j)
             assert p["AllowedCPUs"] == [cpus], (p, cpus)
             gpus = _gpu_idx(box, j)
@@ -127,22 +129,19 @@ def test_jobs_of_two_users_run_as_them_in_their_own_units(box, controllers):
         assert box.sh(f"cat slurm-{j}.out", user=u).stdout == f"{u}\n"
     for ctl, what in (("memory", "MemoryMax/MemorySwapMax"), ("cpuset", "AllowedCPUs"), ("pids", "TasksMax")):
         if ctl not in controllers:
-            _not_enforceable(what, f"the box's cgroup v2 has no {ctl} controller (controllers: "
-                                   f"{' '.join(controllers) or 'none'}; the host keeps it in cgroup v1)")
+            _not_enforceable(what, missing_reason(ctl, controllers))
 
 
 def test_memory_limit_is_enforced(box, controllers):
     if "memory" not in controllers:
-        pytest.skip("not enforceable here: MemoryMax: the box's cgroup v2 has no memory controller "
-                    "(the host keeps it in cgroup v1)")
+        pytest.skip(f"not enforceable here: MemoryMax: {missing_reason('memory', controllers)}")
     j = box.submit(A, "python3 -c 'b = bytearray(400 * 2**20); print(len(b))'", "--mem=100M")
     assert box.wait_state(j, ("COMPLETED", "FAILED", "OUT_OF_MEMORY"), timeout=60) == "OUT_OF_MEMORY"
 
 
 def test_cpus_are_enforced(box, controllers):
     if "cpuset" not in controllers:
-        pytest.skip("not enforceable here: AllowedCPUs: the box's cgroup v2 has no cpuset controller "
-                    "(the host keeps it in cgroup v1)")
+        pytest.skip(f"not enforceable here: AllowedCPUs: {missing_reason('cpuset', controllers)}")
     j = box.submit(A, "python3 -c 'import os; print(sorted(os.sched_getaffinity(0)))'", "-c", "1")
     assert box.wait_state(j, ("COMPLETED", "FAILED")) == "COMPLETED"
     assert box.sh(f"cat slurm-{j}.out", user=A).stdout.strip() == f"[{_cpu_ids(box, j)}]"
@@ -243,3 +242,24 @@ def test_upgrade_keeps_running_jobs(box):
     assert version.stdout.strip().endswith(UPGRADE_VERSION)
     assert box.state(j) == "RUNNING"
     _finish(box, A, j)
+
+
+def test_scancel_ends_every_process_of_the_job_unit(box):
+    """KillMode=control-group on the job's unit: a process the job detached (setsid) in
+    its own session still ends with the job."""
+    j = box.submit(B, 'setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > "$HOME/bg.$SLURM_JOB_ID"; sleep 300')
+    box.wait_state(j, ("RUNNING",))
+    deadline = time.monotonic() + 20
+    while box.sh(f"test -s bg.{j}", user=B, check=False).returncode != 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    bg = box.sh(f"cat bg.{j}", user=B).stdout.strip()
+    assert B in _unit_users(box, j)
+    box.sh(f"scancel {j}", user=B)
+    assert box.wait_state(j, ("CANCELLED", "COMPLETED", "FAILED")) == "CANCELLED"
+    deadline = time.monotonic() + 30
+    while box.sh(f"kill -0 {bg}", check=False).returncode == 0 or \
+            box.sh(f"systemctl is-active {_unit(j)}", check=False).stdout.strip() in ("active", "deactivating"):
+        assert time.monotonic() < deadline, f"pid {bg} of job {j} outlived its unit"
+        time.sleep(0.2)
+    assert len(box.records(j)) == 1, box.records(j)
