@@ -5,6 +5,9 @@ Every step is idempotent and driven by the store plus the spool, so a restarted
 daemon (even after `kill -9`) re-adopts live runs, collects finished ones and never
 starts a run twice: a run is launched only when its spool directory does not exist,
 and its usage record is keyed by (job_id, run).
+
+A run's LaunchRequest is built by `batchd.launchrequest`; its efficiency samples are
+taken by `batchd.runsampler`; its end is written by `batchd.runs.end_run`.
 """
 
 from __future__ import annotations
@@ -12,17 +15,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import pwd
 import shutil
 import signal as _signal
 import time
 from typing import Any
 
-from batchd import faults, isolation, jobenv, jobexec, launcher
+from batchd import faults, isolation, jobexec, launcher
 from batchd.config import Config
 from batchd.errors import ConfigError
+from batchd.launchrequest import job_signal, launch_request
 from batchd.model import Job
 from batchd.runs import end_run
+from batchd.runsampler import RunSampler
 from batchd.steps import StepRunner
 from batchd.store import Store
 
@@ -33,7 +37,6 @@ STRIKES = 3
 #: Seconds without a full disk / lock timeout / unreachable database before its end is
 #: logged and a new occurrence is logged again.
 FAULT_QUIET_S = 30.0
-_VALID_SIGNALS = {int(s) for s in _signal.valid_signals()}
 
 
 def _describe(e: BaseException) -> str:
@@ -53,12 +56,7 @@ class Agent:
         os.makedirs(self.spool, mode=0o711, exist_ok=True)
         self.on_change = on_change or (lambda: None)
         self.steps = StepRunner(store, self.spool, self.nodes, cfg.cluster_name, cfg.gpu_env)
-        self._last_sample: dict[tuple[int, int], float] = {}
-        self._gpu_sampler: Any = None
-        if any(cfg.node(n).gpus == "nvml" for n in self.nodes):
-            from batchd.gpusample import GpuSampler
-
-            self._gpu_sampler = GpuSampler()
+        self.sampler = RunSampler(cfg, store, self.nodes)
         self._sent: dict[tuple[int, int], str] = {}
         self._strikes: dict[tuple[int, int], int] = {}
         self._once = faults.OnceLog(log)
@@ -182,7 +180,7 @@ class Agent:
             return 1
         if j.action:
             self._forward(j)
-        self._sample(j, st.pid)
+        self.sampler.sample(j, st.pid)
         return 0
 
     def _step_orphan(self, job_id: int, run: int) -> None:
@@ -264,38 +262,6 @@ class Agent:
             self._finish(j, launcher.RunStatus("LOST", j.id, run), lost=True)
         return 1
 
-    # ------------------------------------------------------------------ efficiency
-    def _sample(self, j: Job, pid: int) -> None:
-        """Every `[accounting] sample_interval_s`: the run's CPU (psutil over its process
-        tree) and, where NVML serves the node, its GPUs' utilisation and memory."""
-        interval = self.cfg.sample_interval_s
-        key = (j.id, j.restarts)
-        now = time.time()
-        if interval <= 0 or not pid or now - self._last_sample.get(key, 0.0) < interval:
-            return
-        self._last_sample[key] = now
-        from batchd.accounting.efficiency import record_sample, sample_job
-
-        devices = self._gpu_uuids(j) if self._gpu_sampler is not None else None
-        try:
-            record_sample(self.store, j.id, j.restarts,
-                          sample_job([pid], devices=devices, gpu_sampler=self._gpu_sampler, now=now))
-        except Exception as e:  # sampling never disturbs the job or the agent
-            log.warning("sample failed job_id=%s error=%s", j.id, e)
-
-    def _gpu_uuids(self, j: Job) -> list[str]:
-        """UUIDs of the devices (or MIG instances) the job holds on this agent's nodes."""
-        out: list[str] = []
-        inv = {n.name: n.gpus for n in self.store.list_nodes() if n.name in self.nodes}
-        for node, a in (j.allocation or {}).items():
-            by_index = {g.get("index"): g.get("uuid") for g in inv.get(node, []) if "index" in g}
-            for g in a.get("gpus", []):
-                s = str(g)
-                uuid = s.split(":", 1)[1] if ":" in s else by_index.get(int(s))
-                if uuid:
-                    out.append(uuid)
-        return out
-
     # ------------------------------------------------------------------ launch
     def _launch(self, j: Job) -> None:
         """Start the job's current run once: the store records the launch (launched_run,
@@ -305,7 +271,7 @@ class Agent:
         in its error file where that can be written."""
         run = j.restarts
         try:
-            req = self._request(j)
+            req = launch_request(j, self.cfg, self.store, self.isolation)
         except Exception as e:
             self._launch_failed(j, e, None)
             return
@@ -366,66 +332,6 @@ class Agent:
         except Exception as e:  # the note is a courtesy; the job's reason says it anyway
             log.warning("launch failure note not written job_id=%s error=%s", j.id, e)
 
-    def _request(self, j: Job) -> launcher.LaunchRequest:
-        """The LaunchRequest of the job's current run, from its stored spec; raises on a
-        spec it cannot be built from (the caller fails the job)."""
-        alloc = j.allocation or {}
-        node = next(iter(alloc))
-        spec = j.spec
-        view = self._job_dict(j)
-        mps = self.cfg.mps and bool(alloc[node].get("shards"))
-        # the nodes' GPU inventories, read once, for what needs more than the allocation
-        inv = ({n.name: n.gpus for n in self.store.list_nodes()}
-               if self.cfg.gpu_env == "uuid" or mps or self.isolation == "systemd" else {})
-        if self.cfg.gpu_env == "uuid":
-            alloc = jobenv.with_gpu_uuids(alloc, inv)
-        env = jobenv.full_environment(spec, view, alloc, node, self.cfg.cluster_name)
-        if mps:
-            # MPS limits for a shard job: its share of the card its shards are on
-            card = jobenv.shard_card(alloc[node])
-            mem = next((g.get("memory_mb") for g in inv.get(node, [])
-                        if isinstance(g, dict) and g.get("index") == card), None)
-            env.update(jobenv.mps_environment(int(alloc[node]["shards"]), self.cfg.shard_per_gpu,
-                                              int(mem) if mem else None))
-        workdir = spec.get("workdir") or "/"
-        out = _path(jobenv.expand_pattern(spec.get("output") or jobenv.default_output(view), view, node), workdir)
-        err_pat = spec.get("error")
-        err = _path(jobenv.expand_pattern(err_pat, view, node), workdir) if err_pat else out
-        inp = spec.get("input")
-        try:
-            pw = pwd.getpwuid(j.uid)
-            home = pw.pw_dir
-        except KeyError:
-            home = "/"
-        uid, gid = (j.uid, j.gid) if os.getuid() == 0 else (os.getuid(), os.getgid())
-        sig = spec.get("signal")
-        if sig and int(sig["signal"]) not in _VALID_SIGNALS:
-            raise launcher.LaunchError(f"invalid signal {sig['signal']!r}")
-        if sig and not sig.get("batch_only"):
-            # Slurm: --signal without `B:` goes to the job's steps (srun), never to the batch
-            # step, whose processes are the script and what it starts directly (the steps'
-            # supervisors time it: batchd.steps.step_signal)
-            sig = None
-        req = launcher.LaunchRequest(
-            job_id=j.id, run=j.restarts, user=j.user, uid=uid, gid=gid, groups=None, home=home,
-            workdir=workdir, script=spec.get("script", ""), argv=list(spec.get("argv") or []), env=env,
-            stdout=out, stderr=err,
-            stdin=_path(jobenv.expand_pattern(inp, view, node), workdir) if inp else None,
-            open_mode="append" if spec.get("open_mode") == "append" else "truncate",
-            time_limit_s=None if j.time_limit_s in (None, -1) else j.time_limit_s,
-            kill_wait_s=self.cfg.kill_wait_s,
-            signal=(int(sig["signal"]), int(sig.get("time_s", 60))) if sig else None,
-            signal_batch_only=True,
-            # without cgroups the node enforces --mem by polling the job's RSS (OUT_OF_MEMORY)
-            mem_limit_mb=(int(alloc[node].get("memory_mb") or 0) or None) if self.cfg.enforce_memory else None,
-            node=node,
-            isolation="systemd" if self.isolation == "systemd" else "plain",
-            cpu_ids=[int(c) for c in alloc[node].get("cpu_ids") or []] or None,
-            devices=isolation.job_devices(alloc[node], inv.get(node)) if self.isolation == "systemd" else None,
-        )
-        _check_request(req)
-        return req
-
     # ------------------------------------------------------------------ requests
     def _forward(self, j: Job) -> None:
         key = (j.id, j.restarts)
@@ -436,7 +342,7 @@ class Agent:
         if action == "cancel":
             launcher.terminate(self.spool, j.id, j.restarts, "cancel", grace_s=self.cfg.kill_wait_s)
         elif action in ("preempt", "requeue"):
-            sig = _job_signal(j.spec)
+            sig = job_signal(j.spec)
             grace = next((q.grace_time_s for q in self.cfg.qos if q.name == j.qos),
                          int(self.cfg.scheduler.get("grace_time_s", 60)))
             if action == "requeue":
@@ -480,53 +386,9 @@ class Agent:
         mark the spool run collected."""
         run = j.restarts if run is None else run
         end_run(self.store, j, state, code, sig, start, end, rusage, run)
-        self._last_sample.pop((j.id, run), None)
+        self.sampler.forget(j.id, run)
         try:
             launcher.collect(self.spool, j.id, run)
         except FileNotFoundError:
             pass
         self.on_change()
-
-    def _job_dict(self, j: Job) -> dict[str, Any]:
-        r = j.request
-        tasks = r.get("array_task_ids") or []
-        d: dict[str, Any] = {
-            "id": j.id, "array_job_id": j.array_job_id, "array_task_id": j.array_task_id,
-            "name": j.name, "user": j.user, "uid": j.uid, "gid": j.gid, "account": j.account,
-            "partition": j.partition, "qos": j.qos, "restarts": j.restarts, "time_limit_s": j.time_limit_s,
-            "node_list": j.node_list, "submit_host": j.spec.get("submit_host") or os.uname().nodename,
-            "nice": j.nice, "priority": j.priority, "gpu_type": r.get("gpu_type"),
-            "cluster_name": self.cfg.cluster_name, "gpu_env": self.cfg.gpu_env,
-            "mem_per_cpu_mb": self.cfg.def_mem_per_cpu_mb,
-        }
-        if tasks:
-            d.update(array_task_min=min(tasks), array_task_max=max(tasks), array_task_count=len(tasks),
-                     array_task_step=r.get("array_step") or 1)
-        return d
-
-
-def _path(p: str, workdir: str) -> str:
-    return p if os.path.isabs(p) else os.path.join(workdir, p)
-
-
-def _job_signal(spec: Any) -> int:
-    """The job's `--signal` number for preemption; SIGTERM when it has none or a stored
-    one that is not a signal the kernel accepts."""
-    sig = spec.get("signal") if isinstance(spec, dict) else None
-    num = sig.get("signal") if isinstance(sig, dict) else None
-    try:
-        return int(num) if num is not None and int(num) in _VALID_SIGNALS else int(_signal.SIGTERM)
-    except (TypeError, ValueError):
-        return int(_signal.SIGTERM)
-
-
-def _check_request(req: launcher.LaunchRequest) -> None:
-    """LaunchError when a stored spec produced a request the supervisor cannot run
-    (what the socket's checks would have refused, for jobs stored before them)."""
-    if not isinstance(req.script, str) or not all(isinstance(a, str) for a in req.argv):
-        raise launcher.LaunchError("the job's script and arguments must be text")
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in req.env.items()):
-        raise launcher.LaunchError("the job's environment must map names to text")
-    for path in (req.stdout, req.stderr, req.stdin, req.workdir):
-        if path is not None and (not isinstance(path, str) or "\0" in path):
-            raise launcher.LaunchError(f"invalid path {path!r}")

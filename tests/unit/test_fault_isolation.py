@@ -143,14 +143,14 @@ def test_bookkeeping_that_keeps_failing_ends_only_that_job(env, monkeypatch, cap
     _running(store, 2, _spec(tmp, "good", script="#!/bin/sh\nsleep 0.5; echo ran\n"))
     ag = Agent(cfg, store, ["n1"])
     ag.step()  # both launched
-    real = ag._sample
+    real = ag.sampler.sample
 
     def sample(j, pid):
         if j.id == 1:
             raise KeyError("broken bookkeeping")
         return real(j, pid)
 
-    monkeypatch.setattr(ag, "_sample", sample)
+    monkeypatch.setattr(ag.sampler, "sample", sample)
     with caplog.at_level(logging.ERROR, logger="batchd.agent"):
         _until(ag, store, _done(store, 1, 2))
     assert store.get_job(2).state == "COMPLETED"
