@@ -184,7 +184,9 @@ def box():
         yield b
     finally:
         if booted:
-            subprocess.run([b.script, "down", name], capture_output=True, text=True, timeout=120)
+            down = subprocess.run([b.script, "down", name], capture_output=True, text=True, timeout=120)
+            if "cgroups left" not in down.stdout:
+                Path(f"/tmp/sdbox-{name}.log").unlink(missing_ok=True)
         shutil.rmtree(work, ignore_errors=True)
 
 
