@@ -4,6 +4,11 @@
 It never touches processes: a started job becomes RUNNING with an allocation, and the
 node agent of its first node launches it; a preempted job gets `action="preempt"`,
 which the agent turns into signals.
+
+Beside the cycle, the controller role accrues fair-share usage (`batchd.usageaccrual`,
+called at the start of each cycle) and checks node heartbeats (`batchd.nodehealth`,
+called by the daemon's loop); an allocation's TRES come from `batchd.alloctres`, a
+pending job's dependency verdict from `batchd.jobdeps`.
 """
 
 from __future__ import annotations
@@ -14,18 +19,18 @@ import re
 import time
 from typing import Any
 
-from batchd import dependency as deps
 from batchd import faults
+from batchd.alloctres import alloc_tres, whole_gpus
 from batchd.config import Config
 from batchd.hostlist import compress
+from batchd.jobdeps import dependency_status
 from batchd.model import Job
-from batchd.runs import end_run
-from batchd.store import NOT_RESPONDING, Store
+from batchd.store import Store
 from batchd.tres import billing, format_tres, parse_billing_weights
+from batchd.usageaccrual import CYCLE_KEY, accrue_usage
 
 log = logging.getLogger(__name__)
 
-CYCLE_KEY = "#cycle"  # usage_state row whose `updated` is the end of the last usage cycle
 #: The reason of a job held by `scontrol requeuehold`, as Slurm words it.
 REQUEUE_HELD = "job requeued in held state"
 HELD_REASONS = ("JobHeldUser", "JobHeldAdmin", REQUEUE_HELD)
@@ -34,112 +39,6 @@ HELD_REASONS = ("JobHeldUser", "JobHeldAdmin", REQUEUE_HELD)
 BAD_REQUEST = "BadConstraints"
 INELIGIBLE = ("JobHeldUser", "JobHeldAdmin", REQUEUE_HELD, "BeginTime", "Dependency",
               "DependencyNeverSatisfied", "JobArrayTaskLimit")
-
-
-def dependency_status(dep: dict[str, Any], j: Job, jobs: list[Job], by_id: dict[int, Job] | None = None,
-                      now: float | None = None, arrays: set[int] | None = None,
-                      namesakes: list[Job] | None = None) -> tuple[str, str]:
-    """(verdict, `Dependency=` text) of job `j`'s parsed dependency `dep` against `jobs`
-    (the jobs it may name, plus the others of its name and user for `singleton`), as
-    `batchd.dependency.status` computes them; a job missing from `jobs` counts as purged.
-    `by_id`, `arrays` (the array job ids among `jobs`) and `namesakes` (the jobs of `j`'s
-    name and user) may be given precomputed; they are derived from `jobs` otherwise."""
-    index = by_id if by_id is not None else {o.id: o for o in jobs}
-
-    def lookup_state(job_id: int, task_id: int | None) -> Any:
-        return lookup_job(index, jobs, job_id, task_id, "state")
-
-    def lookup_start(job_id: int, task_id: int | None) -> Any:
-        return lookup_job(index, jobs, job_id, task_id, "start_time")
-
-    if namesakes is None:
-        namesakes = [o for o in jobs if o.name == j.name and o.user == j.user]
-    same = [(o.id, o.state) for o in namesakes if o.id != j.id]
-    verdict, _text = deps.status(dep, lookup_state, job_id=j.id, task_id=j.array_task_id, singleton_jobs=same,
-                                 lookup_start=lookup_start, now=now)
-    if verdict == "satisfied":
-        return verdict, "(null)"
-    results = deps.item_results(dep, lookup_state, job_id=j.id, task_id=j.array_task_id, singleton_jobs=same,
-                                lookup_start=lookup_start, now=now)
-    if arrays is None:
-        arrays = {o.array_job_id for o in jobs if o.array_job_id is not None}
-    parts = [_dependency_item(it, it["job_id"] in arrays) + ("(failed)" if r == "never" else "(unfulfilled)")
-             for it, r in zip(dep["items"], results, strict=True) if r != "satisfied"]
-    return verdict, ("?" if dep["op"] == "or" else ",").join(parts)
-
-
-def _dependency_item(it: dict[str, Any], names_array: bool) -> str:
-    """One `--dependency` item as slurmctld writes it: `afterok:63`, `afterany:7_3`,
-    `after:12+5`, `singleton`, and `afterok:24_*` for a whole job array (an item that
-    names an array's job id without a task)."""
-    if it["type"] == "singleton":
-        return "singleton"
-    ref = str(it["job_id"])
-    if it["task_id"] is not None:
-        ref += f"_{it['task_id']}"
-    elif names_array:
-        ref += "_*"
-    if it["delay_s"]:
-        ref += f"+{it['delay_s'] // 60}"
-    return f"{it['type']}:{ref}"
-
-
-def device_types(gpus: list[dict[str, Any]]) -> dict[int, str]:
-    """GPU index -> type for a node's inventory (count form or device form)."""
-    out: dict[int, str] = {}
-    i = 0
-    for g in gpus:
-        if "count" in g:
-            for _ in range(int(g["count"])):
-                out[i] = g["type"]
-                i += 1
-        else:
-            out[int(g["index"])] = g["type"]
-    return out
-
-
-def mig_profiles(gpus: list[dict[str, Any]]) -> dict[str, tuple[str, float]]:
-    """MIG instance uuid -> (profile, share of its GPU) for a node in device form."""
-    out: dict[str, tuple[str, float]] = {}
-    for g in gpus:
-        migs = g.get("mig") or []
-        total = float(g.get("mig_slices") or 0) or float(sum(_slices(m["profile"]) for m in migs) or 1)
-        total = max(total, 7.0) if not g.get("mig_slices") else total
-        for m in migs:
-            out[m["uuid"]] = (m["profile"], _slices(m["profile"]) / total)
-    return out
-
-
-def _slices(profile: str) -> int:
-    head = profile.split(".")[0].rstrip("g")
-    return int(head) if head.isdigit() else 1
-
-
-def alloc_tres(allocation: dict[str, Any], nodes: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
-    """The TRES of an allocation: cpu, mem, node, gres/gpu and gres/gpu:TYPE (a MIG
-    instance counts its slice share toward gres/gpu and 1 toward its profile)."""
-    t: dict[str, float] = {"cpu": 0, "mem": 0, "node": 0}
-    for name, a in allocation.items():
-        t["cpu"] += int(a.get("cpus", 0))
-        t["mem"] += int(a.get("memory_mb", 0))
-        t["node"] += 1
-        inv = nodes.get(name, [])
-        types = device_types(inv)
-        migs = mig_profiles(inv)
-        for g in a.get("gpus", []):
-            s = str(g)
-            if ":" in s:
-                uuid = s.split(":", 1)[1]
-                prof, share = migs.get(uuid, ("mig", 1.0))
-                t["gres/gpu"] = t.get("gres/gpu", 0) + share
-                t[f"gres/gpu:{prof}"] = t.get(f"gres/gpu:{prof}", 0) + 1
-            else:
-                gt = types.get(int(s), "gpu")
-                t["gres/gpu"] = t.get("gres/gpu", 0) + 1
-                t[f"gres/gpu:{gt}"] = t.get(f"gres/gpu:{gt}", 0) + 1
-        if a.get("shards"):
-            t["gres/shard"] = t.get("gres/shard", 0) + int(a["shards"])
-    return t
 
 
 class Controller:
@@ -298,71 +197,12 @@ class Controller:
                            for p in self.cfg.partitions],
             "nodes": [{"name": n.name, "cpus": n.cpus, "memory_mb": n.memory_mb,
                        "state": n.state, "gpus": n.gpus,
-                       "shards": self.cfg.shard_per_gpu * _whole_gpus(n.gpus)} for n in nodes],
+                       "shards": self.cfg.shard_per_gpu * whole_gpus(n.gpus)} for n in nodes],
             "accounts": accounts, "users": users, "usage": usage, "jobs": out_jobs,
             "qos": [{"name": q.name, "priority": q.priority, "preemptible": q.preemptible,
                      "max_gpus_per_user": q.max_gpus_per_user, "usage_factor": q.usage_factor}
                     for q in self.cfg.qos],
         }
-
-    @property
-    def node_timeout_s(self) -> float:
-        return float(self.cfg.scheduler.get("node_timeout_s", 30))
-
-    # ------------------------------------------------------------------ node health
-    def check_nodes(self, now: float) -> list[str]:
-        """Nodes whose agent has not heartbeated for `[scheduler] node_timeout_s`
-        (default 30 s) go DOWN; their running jobs end NODE_FAIL (requeued whole when
-        they allow it). Returns the nodes marked DOWN now."""
-        timeout = self.node_timeout_s
-        down = []
-        for n in self.store.list_nodes():
-            if n.state != "DOWN" and now - n.heartbeat > timeout:
-                self.store.set_node_state(n.name, "DOWN", NOT_RESPONDING, uid=0)
-                log.warning("node down node=%s last_heartbeat_s=%.0f", n.name, now - n.heartbeat)
-                down.append(n.name)
-        if down:
-            for j in self.store.list_jobs(states=["RUNNING"]):
-                if set(j.allocation or {}) & set(down):
-                    try:
-                        end_run(self.store, j, "NODE_FAIL", 0, 0, j.start_time or now, now, None, j.restarts)
-                    except Exception as e:  # isolation: the other jobs of the node are ended
-                        if faults.cause(e) is not None:
-                            raise
-                        log.error("node-failed job not recorded job_id=%s error=%s", j.id, e)
-        return down
-
-    # ------------------------------------------------------------------ fair-share usage
-    def accrue_usage(self, now: float | None = None, force: bool = False) -> bool:
-        """Decay every association's usage and charge the jobs that ran since the last
-        usage cycle (Slurm's PriorityCalcPeriod, `[priority] calc_period_s`, default
-        300 s). The new figures and the cycle's end are stored together, so a restart
-        charges exactly the seconds since then: none twice, none lost."""
-        from batchd.priority.usage import Charge, advance_usage
-
-        now = time.time() if now is None else now
-        state = self.store.get_usage_state()
-        cycle = state.pop(CYCLE_KEY, None)
-        if cycle is None:
-            self.store.put_usage_state({CYCLE_KEY: (0.0, now)})
-            return False
-        last = cycle[1]
-        period = float(self.cfg.priority.get("calc_period_s", 300))
-        if now <= last or (now - last < period and not force):
-            return False
-        factor = {q.name: q.usage_factor for q in self.cfg.qos}
-        running, ended = self.store.usage_inputs(last)
-        charges = [Charge(f"{j.account}/{j.user}", j.billing, j.start_time, None, factor.get(j.qos, 1.0))
-                   for j in running]
-        charges += [Charge(f"{u.account}/{u.user}", u.billing, u.start_time, u.end_time, factor.get(u.qos, 1.0))
-                    for u in ended]
-        usage = advance_usage({k: v for k, (v, _) in state.items() if "/" in k}, charges, last, now,
-                              float(self.cfg.priority.get("decay_half_life_s", 604800)),
-                              str(self.cfg.priority.get("usage_reset_period", "NONE")))
-        values = {k: (v, now) for k, v in usage.items()}
-        values[CYCLE_KEY] = (0.0, now)
-        self.store.put_usage_state(values)
-        return True
 
     # ------------------------------------------------------------------ cycle
     def cycle(self, now: float | None = None) -> dict[str, Any]:
@@ -370,7 +210,7 @@ class Controller:
         from batchd.scheduler import decide, load_snapshot
 
         now = time.time() if now is None else now
-        self.accrue_usage(now)
+        accrue_usage(self.cfg, self.store, now)
         snap = self.snapshot(now)
         prios = self._priorities(snap)
         if prios is not None:
@@ -540,23 +380,3 @@ def _allowed_nodes(partition_nodes: list[str] | None, spec: dict[str, Any], limi
     except ValueError:
         return []
     return allowed
-
-
-def _whole_gpus(gpus: list[dict[str, Any]]) -> int:
-    """GPUs that can be handed out whole (not in MIG mode): what gres/shard divides."""
-    return sum(int(g["count"]) if "count" in g else (0 if g.get("mig") else 1) for g in gpus)
-
-
-def lookup_job(by_id: dict[int, Job], jobs: list[Job], job_id: int, task_id: int | None, attr: str) -> Any:
-    """A job's state (or start time) for dependency checks; for an array master without
-    a task id, the list over all its tasks; None when the job is unknown."""
-    if task_id is not None:
-        for o in jobs:
-            if o.array_job_id == job_id and o.array_task_id == task_id:
-                return getattr(o, attr)
-        return None
-    tasks = [getattr(o, attr) for o in jobs if o.array_job_id == job_id]
-    if tasks:
-        return tasks if attr == "state" else max((t for t in tasks if t), default=None)
-    j = by_id.get(job_id)
-    return None if j is None else getattr(j, attr)

@@ -21,6 +21,7 @@ import threading
 import time
 from typing import Any
 
+from batchd import nodehealth
 from batchd.agent import Agent
 from batchd.config import Config
 from batchd.controller import Controller
@@ -235,8 +236,8 @@ class Daemon:
                     self.wake_event.clear()
                     # a controller that just took over first gives every agent one node
                     # timeout to heartbeat, so a cluster restarting together loses no node
-                    if now - (self.leadership.since or now) >= self.controller.node_timeout_s:
-                        self.controller.check_nodes(now)
+                    if now - (self.leadership.since or now) >= nodehealth.node_timeout_s(self.cfg):
+                        nodehealth.check_nodes(self.cfg, self.store, now)
                     dec = self.controller.cycle()
                     if dec.get("start") or dec.get("preempt"):
                         self.notifier.notify("agents")

@@ -22,9 +22,9 @@ from typing import Any
 from batchd import dependency as deps
 from batchd import jobspec, views
 from batchd.config import Config
-from batchd.controller import dependency_status, lookup_job
 from batchd.errors import Conflict, InvalidRequest, NotFound, PermissionDenied, SubmitError
 from batchd.hostlist import compress
+from batchd.jobdeps import dependency_status, lookup_job
 from batchd.model import Job
 from batchd.store import ACTIVE_STATES, Store
 
