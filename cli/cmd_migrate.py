@@ -13,6 +13,7 @@ def command(config_path, database_url, check):
     """Upgrade the database to the head alembic revision (idempotent)."""
     from batchd.config import load_config
     from batchd.errors import BatchdError
+    from batchd.journald import error_line
     from batchd.store import make_engine
     from batchd.store.migrate import check_at_head, current_revision, head_revision, upgrade
 
@@ -29,5 +30,5 @@ def command(config_path, database_url, check):
         click.echo(f"database migrated {before or 'empty'} -> {after}" if before != after
                    else f"database already at head ({after})")
     except BatchdError as e:
-        click.echo(f"batchd: error: {e.message}", err=True)
+        click.echo(error_line(f"batchd: error: {e.message}"), err=True)  # priority 3 in ExecStartPre
         sys.exit(1)

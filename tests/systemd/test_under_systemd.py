@@ -93,7 +93,10 @@ def test_ready_only_once_the_socket_answers_and_the_schema_is_current(box):
         assert r.returncode != 0
         assert box.sh("systemctl is-active batchd", check=False).stdout.strip() != "active"
         assert box.sh("sinfo -h", check=False).returncode != 0
-        assert "batchd migrate" in box.sh("journalctl -u batchd -n 20 --no-pager").stdout
+        # ExecStartPre's `batchd migrate --check` says so, as an error (PRIORITY 3)
+        said = [json.loads(ln) for ln in box.sh("journalctl -u batchd -n 30 -o json --no-pager").stdout.splitlines()]
+        refusals = [d for d in said if "batchd migrate" in d.get("MESSAGE", "") and d.get("_COMM") != "systemd"]
+        assert refusals and {d["PRIORITY"] for d in refusals} == {"3"}, said
     finally:
         box.sh("systemctl stop batchd; systemctl reset-failed batchd; rm -f /var/lib/batchd/batchd.db; "
                "mv /var/lib/batchd/db.moved /var/lib/batchd/batchd.db && systemctl start batchd")
