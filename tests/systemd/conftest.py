@@ -1,13 +1,15 @@
-"""One booted systemd for the whole `systemd` tier, with batchd installed as README says.
+"""One booted systemd for the `systemd` tier's test module, with batchd installed as README says.
 
-The session fixture `box` builds this checkout's wheel (and its dependencies' wheels: the
-box has no network), boots `../shared/systemd-box` (`sdbox.sh up ROOT unified NAME`, a
+The module fixture `box` (every box test is in test_under_systemd.py: one box, one
+install) builds this checkout's wheel (and its dependencies' wheels: the box has no
+network), boots `../shared/systemd-box` (`sdbox.sh up ROOT unified NAME`, a
 real systemd 252 as PID 1 in its own namespaces, writes on a tmpfs overlay) and runs the
 README's "Installing on a node (production)" block in it, word for word except for the
 `/path/to/batchd` placeholder (the wheel) and `PIP_NO_INDEX`/`PIP_FIND_LINKS` (the README's
 offline install). Then two throwaway users and four fake `/dev/nvidiaN` character devices
 (NVIDIA's major 195, no driver behind them: an open the cgroup lets through fails ENXIO,
-one it refuses fails EPERM). The box is powered off at the end of the session.
+one it refuses fails EPERM). The box is powered off when that module is done (not at
+the end of a whole-suite run).
 
 Skipped, with the reason, where not root, where the box scripts or the root
 (`$BATCHD_SDROOT`, default /var/tmp/sdroot, made by `make-root.sh`; `.ci/run` makes it)
@@ -147,7 +149,7 @@ def _build_wheels(work: Path) -> tuple[Path, Path]:
     return wheels, newer
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def box():
     if os.geteuid() != 0:
         _skip("needs root (it boots a container with its own namespaces and cgroups)")
@@ -190,7 +192,7 @@ def box():
         shutil.rmtree(work, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def controllers(box) -> list[str]:
     """The cgroup v2 controllers the box's root has (none on a host that keeps them in v1)."""
     return box.sh("cat /sys/fs/cgroup/cgroup.controllers").stdout.split()
