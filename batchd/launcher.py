@@ -479,7 +479,7 @@ def _signal_orphans(jobdir: str, sig: int) -> None:
     if started is None or req is None:
         return
     if started.get("unit"):
-        _stop_unit(str(started["unit"]), sig)
+        _stop_unit(str(started["unit"]), started.get("invocation_id"), sig)
     if not pids_are_local(started):
         log.warning("lost run's processes are in another pid namespace: not signalled by pid jobdir=%s "
                     "pid_ns=%s unit=%s", jobdir, started.get("pid_ns"), started.get("unit") or "-")
@@ -494,13 +494,19 @@ def _signal_orphans(jobdir: str, sig: int) -> None:
             continue
 
 
-def _stop_unit(unit: str, sig: int) -> None:
+def _stop_unit(unit: str, invocation_id: str | None, sig: int) -> None:
     """`sig` to every process of a lost run's transient unit, through systemd (which
-    reaches them from any pid namespace); nothing where systemctl is missing."""
+    reaches them from any pid namespace), only while the unit is still that run's own
+    invocation (the unit name is per job: a later run may have it); nothing where
+    systemctl is missing."""
     systemctl = shutil.which("systemctl")
-    if systemctl is None:
+    if systemctl is None or not invocation_id:
         return
     with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        shown = subprocess.run([systemctl, "show", "-p", "InvocationID", "--value", unit],
+                               capture_output=True, text=True, timeout=10, check=False)
+        if shown.stdout.strip().replace("-", "") != invocation_id.replace("-", ""):
+            return
         subprocess.run([systemctl, "kill", f"--signal={int(sig)}", "--kill-who=all", unit],
                        capture_output=True, timeout=10, check=False)
 

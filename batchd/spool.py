@@ -11,7 +11,7 @@ Spool layout, one directory per run (`run` = restart count of the job)::
         supervisor.log               the supervisor's own stderr
         started.json                 {pid, pgid, start_time, create_time, start_ticks, supervisor_pid,
                                       supervisor_start_time, supervisor_start_ticks, boot_id,
-                                      pid_ns, unit}
+                                      pid_ns, unit, invocation_id}
         control.<ns>-<n>.json        requests from the daemon; the supervisor deletes each once handled
         exit.json                    {final_state, exit_code, signal, start_time, end_time, rusage, requested, error}
         collected                    marker: the daemon has stored the run's usage record
@@ -33,10 +33,10 @@ the daemon and the supervisor agree on it from any mount namespace, pid namespac
 boot-id view that shares the spool's file system (a daemon under `ProtectKernelTunables=`
 or in systemd-nspawn sees another boot id than its job units; a daemon in another pid
 namespace cannot see their pids). The recorded pids (+ start ticks since boot, boot id,
-pid namespace `pid_ns`, the transient unit `unit` for isolation "systemd") are what the
-supervisor saw: the daemon signals or samples them only from the same pid namespace, and
-judges liveness by them only where the file system cannot tell whether the lock is held.
-psutil's `create_time`, also stored, can be off by up to a second and moves with
+pid namespace `pid_ns`; for isolation "systemd" also the transient unit `unit` and its
+`invocation_id`) are what the supervisor saw: the daemon signals or samples them only
+from the same pid namespace, and judges liveness by them only where the file system
+cannot tell whether the lock is held. psutil's `create_time`, also stored, can be off by up to a second and moves with
 wall-clock steps.
 """
 

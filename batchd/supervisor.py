@@ -371,7 +371,8 @@ class Supervisor:
             "pid": self.child, "pgid": self.child, "start_time": self.start_time, "create_time": create_time,
             "start_ticks": start_ticks(self.child), "supervisor_pid": os.getpid(),
             "supervisor_start_time": me.create_time(), "supervisor_start_ticks": start_ticks(os.getpid()),
-            "boot_id": boot_id(), "pid_ns": pid_namespace(), "unit": self._unit_name()}
+            "boot_id": boot_id(), "pid_ns": pid_namespace(), "unit": self._unit_name(),
+            "invocation_id": os.environ.get("INVOCATION_ID") if self.unit else None}
         write_json_atomic(self._path(STARTED), self.started)
         os.write(go_w, b"g")
         os.close(go_w)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -138,3 +139,29 @@ def test_plain_mode_ignores_cpus_this_machine_lacks(jobs):
                            cpu_ids=[max(mine) + 1000])
     assert status.final_state == "COMPLETED"
     assert _allowed(out.split()[-1]) == mine
+
+
+def _systemctl_calls(d: Path) -> list[list[str]]:
+    path = d / "systemctl.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_lost_unit_run_is_killed_through_systemd_only_while_the_unit_is_its_own(jobs, fake_systemd):
+    # The run's unit and its invocation are recorded: a lost run's processes are reached
+    # through systemd (from any pid namespace), never those of a later start of the unit.
+    req, info = jobs.launch("#!/bin/bash\nsleep 30\n", job_id=43, isolation="systemd")
+    started = json.loads(Path(info.jobdir, launcher.STARTED).read_text())
+    unit = "batchd-job-43.service"
+    assert started["unit"] == unit
+    assert started["invocation_id"] == (fake_systemd / f"{unit}.invocation").read_text()
+    os.kill(started["supervisor_pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while launcher.poll(jobs.spool, req.job_id, 0).state != "LOST":
+        assert time.monotonic() < deadline, "run never became LOST"
+        time.sleep(0.02)
+    (fake_systemd / f"{unit}.invocation").write_text("a-later-start")
+    launcher.terminate(jobs.spool, req.job_id, 0, "node_fail", grace_s=0)
+    assert not [c for c in _systemctl_calls(fake_systemd) if c[0] == "kill"]
+    (fake_systemd / f"{unit}.invocation").write_text(started["invocation_id"])
+    launcher.terminate(jobs.spool, req.job_id, 0, "node_fail", grace_s=0)
+    assert ["kill", "--signal=9", "--kill-who=all", unit] in _systemctl_calls(fake_systemd)
