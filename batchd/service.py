@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from batchd import acctrows, jobspec, views
 from batchd import dependency as deps
-from batchd import jobspec, views
 from batchd.config import Config
 from batchd.errors import Conflict, InvalidRequest, NotFound, PermissionDenied, SubmitError
 from batchd.hostlist import compress
@@ -318,7 +318,7 @@ class Service:
         start = float(query["start"]) if query.get("start") else None
         end = float(query["end"]) if query.get("end") else None
         usage = self.store.list_usage(job_ids=[j.id for j in jobs])
-        rows = views.acct_rows(jobs, usage, duplicates=query.get("duplicates") == "1", start=start, end=end)
+        rows = acctrows.acct_rows(jobs, usage, duplicates=query.get("duplicates") == "1", start=start, end=end)
         return {"records": rows}
 
     def nodes(self) -> dict[str, Any]:

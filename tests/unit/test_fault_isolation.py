@@ -17,13 +17,14 @@ import time
 import pytest
 
 from batchd import launcher, spool, supervisor
+from batchd.acctrows import acct_rows
 from batchd.agent import Agent
 from batchd.config import parse_config
 from batchd.controller import BAD_REQUEST, Controller
 from batchd.model import Job, Node
 from batchd.store import Store
 from batchd.store.migrate import upgrade
-from batchd.views import acct_rows, job_view
+from batchd.views import job_view
 
 
 @pytest.fixture
