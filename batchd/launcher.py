@@ -254,7 +254,9 @@ def raise_nofile_limit() -> int:
 def find_supervisors(spool_dir: str) -> dict[tuple[int, int], int]:
     """(job_id, run) -> pid of every live supervisor of a run of `spool_dir`, from the
     processes' command lines (`... batchd.supervisor [options] <spool>/job.<id>.<run>`),
-    whether or not the run's directory still exists."""
+    whether or not the run's directory still exists. Only supervisors this process can
+    see: none of those in another pid namespace (their directory's lock is the test that
+    reaches them, see `batchd.spool`)."""
     spool = os.path.abspath(spool_dir)
     found: dict[tuple[int, int], int] = {}
     for proc in psutil.process_iter(["pid", "cmdline", "status"]):
