@@ -7,11 +7,10 @@ same split is made here with a drop-in that bind-mounts another boot id over the
 view only (`BindReadOnlyPaths=`); the job units keep the box's. A running job must stay
 RUNNING through a restart of the daemon and end recorded once. (Before the fix, batchd at
 632102d, the job was NODE_FAIL on the daemon's first pass, its unit stopped, and the job
-requeued.) The drop-in is removed at the end, so the other tests of the tier see the
-shipped unit.
+requeued.) The drop-in is removed at the end.
 
-In a file of its own named to run after tests/systemd/test_under_systemd.py (the box is
-one for the whole session).
+The `box` fixture is per module: this file boots and installs a box of its own (about
+25 s here).
 """
 
 from __future__ import annotations
