@@ -1,35 +1,35 @@
-"""Start, watch and stop jobs on this node through one supervisor per run.
+"""Start jobs on this node, one detached supervisor per run.
 
-The node agent calls four things: `launch` (start a run), `poll` (its state),
-`terminate` / `send_signal` (stop or signal it), and `list_runs` / `collect` (find the
-runs a restarted daemon must finish, and mark them done once their usage is stored).
-The run directories and their records are described in `batchd.spool`.
+`launch` starts a run (idempotent: a run's directory appears once, by an atomic rename,
+and the supervisor only lets the job exec after `started.json` is on disk, so a job is
+never started twice); the supervisor is spawned plainly (`_spawn_supervisor`, a
+detached `python -m batchd.supervisor`) or as the main process of a transient systemd
+unit (`_spawn_unit`, isolation "systemd"). `staged` finds a launch's leftover staging
+directories. The run directories and their records are described in `batchd.spool`.
 
-A job is never started twice: the job directory is created by an atomic rename, and the
-supervisor only lets the job exec after `started.json` is on disk.
+The node agent also calls, through this module's names: `poll`, `list_runs`,
+`collect`, `purge_collected`, `find_supervisors` (from `batchd.runwatch`) and
+`terminate`, `send_signal`, `set_time_limit` (from `batchd.runcontrol`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
-import itertools
 import logging
 import os
 import resource
 import selectors
 import shutil
-import signal as _signal
 import subprocess
 import sys
 import tempfile
 import time
 from typing import Any
 
-import psutil
-
 from batchd.errors import BatchdError
+from batchd.runcontrol import send_signal, set_time_limit, terminate  # noqa: F401  (re-exported)
+from batchd.runwatch import collect, find_supervisors, list_runs, poll, purge_collected  # noqa: F401  (re-exported)
 from batchd.spool import (  # noqa: F401  (re-exported: the launcher's callers use these names)
     CANCEL_NOTES,
     COLLECTED,
@@ -65,7 +65,6 @@ log = logging.getLogger(__name__)
 
 #: How long `launch` waits for the supervisor to record the start (seconds).
 LAUNCH_TIMEOUT_S = 60.0
-_control_seq = itertools.count()
 
 
 class LaunchError(BatchdError):
@@ -251,28 +250,6 @@ def raise_nofile_limit() -> int:
     return soft
 
 
-def find_supervisors(spool_dir: str) -> dict[tuple[int, int], int]:
-    """(job_id, run) -> pid of every live supervisor of a run of `spool_dir`, from the
-    processes' command lines (`... batchd.supervisor [options] <spool>/job.<id>.<run>`),
-    whether or not the run's directory still exists. Only supervisors this process can
-    see: none of those in another pid namespace (their directory's lock is the test that
-    reaches them, see `batchd.spool`)."""
-    spool = os.path.abspath(spool_dir)
-    found: dict[tuple[int, int], int] = {}
-    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
-        try:
-            cmd = proc.info["cmdline"] or []
-            if "batchd.supervisor" not in cmd or proc.info["status"] == psutil.STATUS_ZOMBIE:
-                continue
-            path = cmd[-1]
-        except (psutil.Error, IndexError, TypeError):
-            continue
-        m = JOBDIR_RE.match(os.path.basename(path))
-        if m and os.path.dirname(path) == spool:
-            found[(int(m.group(1)), int(m.group(2)))] = int(proc.info["pid"])
-    return found
-
-
 def _existing_info(jobdir: str) -> LaunchInfo | None:
     started = read_json(os.path.join(jobdir, STARTED))
     if started is not None:
@@ -361,193 +338,3 @@ def _launch_existing(jobdir: str) -> LaunchInfo:
         return _spawn_supervisor(jobdir, lock_fd)
     finally:
         os.close(lock_fd)
-
-
-# ---------------------------------------------------------------- watch
-
-
-def poll(spool_dir: str, job_id: int, run: int) -> RunStatus:
-    """The state of one run; see RunStatus. Raises FileNotFoundError for an unknown run."""
-    jobdir = jobdir_path(spool_dir, job_id, run)
-    if not os.path.isdir(jobdir):
-        raise FileNotFoundError(jobdir)
-    for _attempt in range(2):
-        done = read_json(os.path.join(jobdir, EXIT))
-        if done is not None:
-            return RunStatus(
-                "EXITED", job_id, run, pid=int(done.get("pid") or 0), start_time=done.get("start_time"),
-                final_state=done["final_state"], exit_code=int(done["exit_code"]),
-                signal=int(done["signal"]), end_time=done.get("end_time"), requested=done.get("requested"),
-                rusage=done.get("rusage") or {}, error=done.get("error"))
-        started = read_json(os.path.join(jobdir, STARTED))
-        if supervisor_alive(jobdir, started):
-            if started is None:
-                return RunStatus("RUNNING", job_id, run)
-            # the job's pid means nothing to this process in another pid namespace:
-            # 0 keeps the daemon from sampling or signalling a stranger by it
-            pid = int(started["pid"]) if pids_are_local(started) else 0
-            _note_foreign_view(jobdir, started)
-            return RunStatus("RUNNING", job_id, run, pid=pid, start_time=float(started["start_time"]))
-        # the supervisor may have written exit.json and exited between the two reads
-    return RunStatus("LOST", job_id, run, pid=int(started["pid"]) if started else 0,
-                     start_time=float(started["start_time"]) if started else None)
-
-
-_noted_views: set[str] = set()
-
-
-def _note_foreign_view(jobdir: str, started: dict[str, Any]) -> None:
-    """Log once per run that its supervisor sees another boot id or pid namespace than
-    this daemon (it is alive: its lock is held)."""
-    if jobdir in _noted_views:
-        return
-    theirs_boot, theirs_ns = started.get("boot_id") or "", started.get("pid_ns") or ""
-    ours_boot, ours_ns = boot_id(), pid_namespace()
-    if (theirs_boot and theirs_boot != ours_boot) or (theirs_ns and theirs_ns != ours_ns):
-        _noted_views.add(jobdir)
-        log.info("run alive in another view jobdir=%s unit=%s boot_id=%s daemon_boot_id=%s pid_ns=%s "
-                 "daemon_pid_ns=%s (its lock is held: the run is RUNNING)", jobdir, started.get("unit") or "-",
-                 theirs_boot or "-", ours_boot or "-", theirs_ns or "-", ours_ns or "-")
-
-
-def list_runs(spool_dir: str) -> list[tuple[int, int]]:
-    """(job_id, run) of every run directory not yet collected, sorted."""
-    try:
-        names = os.listdir(spool_dir)
-    except FileNotFoundError:
-        return []
-    runs = []
-    for name in names:
-        m = JOBDIR_RE.match(name)
-        if m and not os.path.exists(os.path.join(spool_dir, name, COLLECTED)):
-            runs.append((int(m.group(1)), int(m.group(2))))
-    return sorted(runs)
-
-
-def collect(spool_dir: str, job_id: int, run: int) -> None:
-    """Mark a run collected (its usage record is stored). The files stay for debugging
-    until `purge_collected`; the directory keeps the run from ever being started again."""
-    path = os.path.join(jobdir_path(spool_dir, job_id, run), COLLECTED)
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
-
-
-def purge_collected(spool_dir: str, older_than_s: float = 7 * 86400) -> int:
-    """Delete collected run directories (and abandoned staging ones) whose marker is
-    older than `older_than_s` seconds; returns how many were removed."""
-    removed = 0
-    now = time.time()
-    for name in os.listdir(spool_dir) if os.path.isdir(spool_dir) else []:
-        path = os.path.join(spool_dir, name)
-        marker = os.path.join(path, COLLECTED) if JOBDIR_RE.match(name) else path
-        if not (JOBDIR_RE.match(name) or name.startswith(".new.job.")):
-            continue
-        try:
-            if now - os.stat(marker).st_mtime > older_than_s:
-                shutil.rmtree(path)
-                removed += 1
-        except FileNotFoundError:
-            continue
-    return removed
-
-
-# ---------------------------------------------------------------- control
-
-
-def _post_control(jobdir: str, request: dict[str, Any]) -> bool:
-    """Hand `request` to the run's supervisor; False when it is not alive."""
-    if os.path.exists(os.path.join(jobdir, EXIT)):
-        return True  # already gone: nothing to do
-    started = read_json(os.path.join(jobdir, STARTED))
-    name = f"{CONTROL_PREFIX}{time.time_ns():020d}-{os.getpid()}-{next(_control_seq)}.json"
-    write_json_atomic(os.path.join(jobdir, name), request)
-    if not supervisor_alive(jobdir, started):
-        # exit.json written meanwhile, or a supervisor still starting (it reads the file)
-        return os.path.exists(os.path.join(jobdir, EXIT)) or (started is None and lock_is_held(jobdir))
-    # wake it at once where its pid is ours to signal; elsewhere it finds the request
-    # within CONTROL_SCAN_S (a bare pid from another namespace could be anyone here)
-    pid = supervisor_here(started)
-    if pid:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, _signal.SIGUSR1)
-    return True
-
-
-def _signal_orphans(jobdir: str, sig: int) -> None:
-    """Signal the processes of a run whose supervisor is gone (LOST): members of the
-    job's process group that belong to the job's user (the daemon's user when it is not
-    root), so that a reused process group id never hits a stranger."""
-    started = read_json(os.path.join(jobdir, STARTED))
-    req = read_json(os.path.join(jobdir, REQUEST))
-    if started is None or req is None:
-        return
-    if started.get("unit"):
-        _stop_unit(str(started["unit"]), started.get("invocation_id"), sig)
-    if not pids_are_local(started):
-        log.warning("lost run's processes are in another pid namespace: not signalled by pid jobdir=%s "
-                    "pid_ns=%s unit=%s", jobdir, started.get("pid_ns"), started.get("unit") or "-")
-        return
-    pgid = int(started["pgid"])
-    uid = int(req["uid"]) if os.geteuid() == 0 else os.getuid()
-    for proc in psutil.process_iter(["pid", "uids"]):
-        try:
-            if os.getpgid(proc.pid) == pgid and proc.info["uids"].real == uid:
-                os.kill(proc.pid, sig)
-        except (ProcessLookupError, psutil.Error, OSError):
-            continue
-
-
-def _stop_unit(unit: str, invocation_id: str | None, sig: int) -> None:
-    """`sig` to every process of a lost run's transient unit, through systemd (which
-    reaches them from any pid namespace), only while the unit is still that run's own
-    invocation (the unit name is per job: a later run may have it); nothing where
-    systemctl is missing."""
-    systemctl = shutil.which("systemctl")
-    if systemctl is None or not invocation_id:
-        return
-    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-        shown = subprocess.run([systemctl, "show", "-p", "InvocationID", "--value", unit],
-                               capture_output=True, text=True, timeout=10, check=False)
-        if shown.stdout.strip().replace("-", "") != invocation_id.replace("-", ""):
-            return
-        subprocess.run([systemctl, "kill", f"--signal={int(sig)}", "--kill-who=all", unit],
-                       capture_output=True, timeout=10, check=False)
-
-
-def terminate(spool_dir: str, job_id: int, run: int, reason: Reason, signal: int = _signal.SIGTERM,
-              grace_s: int | None = None, batch_only: bool = False, cause: str | None = None) -> None:
-    """Ask the supervisor to end the run: `signal` to the job's process group (only the
-    batch shell with `batch_only`), `grace_s` seconds (default the request's
-    kill_wait_s), then SIGKILL to the group; the final state follows `reason`
-    (REASON_STATE). `cause` (a CANCEL_NOTES key, default `reason`) picks Slurm's
-    `slurmstepd: error: *** JOB N ON node CANCELLED AT ... ***` line that the supervisor
-    writes to the job's error file first. A run already gone is not an error; a LOST
-    run's processes are killed directly."""
-    if reason not in REASON_STATE:
-        raise ValueError(f"unknown terminate reason {reason!r}")
-    jobdir = jobdir_path(spool_dir, job_id, run)
-    if not os.path.isdir(jobdir):
-        return
-    request = {"action": "terminate", "reason": reason, "signal": int(signal), "grace_s": grace_s,
-               "batch_only": bool(batch_only), "cause": cause or reason}
-    log.info("job terminate job_id=%s run=%s reason=%s signal=%s", job_id, run, reason, signal)
-    if not _post_control(jobdir, request):
-        _signal_orphans(jobdir, _signal.SIGKILL)
-
-
-def send_signal(spool_dir: str, job_id: int, run: int, sig: int, batch_only: bool = False) -> None:
-    """Forward `sig` to the job's process group (only the batch shell with
-    `batch_only`), as `scancel --signal` does. A run already gone is not an error."""
-    jobdir = jobdir_path(spool_dir, job_id, run)
-    if not os.path.isdir(jobdir):
-        return
-    if not _post_control(jobdir, {"action": "signal", "signal": int(sig), "batch_only": bool(batch_only)}):
-        _signal_orphans(jobdir, sig)
-
-
-def set_time_limit(spool_dir: str, job_id: int, run: int, time_limit_s: int | None) -> None:
-    """Change a running job's time limit (seconds from its start; None or <= 0: none),
-    as `scontrol update TimeLimit=` does. A limit already passed ends the job at once
-    (TIMEOUT). A run already gone is not an error."""
-    jobdir = jobdir_path(spool_dir, job_id, run)
-    if os.path.isdir(jobdir):
-        _post_control(jobdir, {"action": "time_limit", "time_limit_s": time_limit_s})
