@@ -1,0 +1,206 @@
+"""Changes to stored jobs: scancel (`signal_jobs`), scontrol hold / uhold / release
+(`hold`), requeue / requeuehold (`requeue`) and update (`update`).
+
+`JobChanges` is a mixin of `batchd.service.Service`, which supplies `cfg`, `store`,
+`wake`, `is_admin`, `_may_modify`, `_select` and `cluster_info`. Users change only their
+own jobs, admins any (audited when the job is another user's); each job that cannot be
+changed gets a Slurm-worded entry in the reply's `errors`, the others' display ids are
+in `done`. Every change goes through the store and wakes the controller.
+"""
+
+from __future__ import annotations
+
+import signal as _signal
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from batchd.caller import Caller
+from batchd.config import Config
+from batchd.errors import InvalidRequest
+from batchd.jobfilter import filter_jobs
+from batchd.model import Job
+from batchd.store import ACTIVE_STATES, Store
+
+
+class JobChanges:
+    """`signal_jobs`, `hold`, `requeue`, `update`; mixed into `batchd.service.Service`."""
+
+    cfg: Config
+    store: Store
+    wake: Callable[[], None]
+
+    if TYPE_CHECKING:
+        def is_admin(self, caller: Caller) -> bool: ...
+
+        def _may_modify(self, caller: Caller, job: Job) -> bool: ...
+
+        def _select(self, ids: list[str] | None, all_jobs: bool, purged: bool = False) -> list[Job]: ...
+
+        def cluster_info(self, user: str) -> dict[str, Any]: ...
+
+    def _owned(self, caller: Caller, ids: list[str], verb: str) -> tuple[list[Job], list[dict[str, str]]]:
+        jobs, errors = [], []
+        for raw in ids:
+            try:
+                found = self._select([raw], True)
+            except ValueError:
+                errors.append({"id": raw, "message": "Invalid job id specified"})
+                continue
+            if not found:
+                errors.append({"id": raw, "message": "Invalid job id specified"})
+                continue
+            for j in found:
+                if not self._may_modify(caller, j):
+                    errors.append({"id": raw, "message": "Access/permission denied"})
+                else:
+                    jobs.append(j)
+        return jobs, errors
+
+    def signal_jobs(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        """scancel: `signal` None cancels; otherwise the signal goes to running jobs. A
+        signal the kernel would refuse never reaches a supervisor (api.py's wire check
+        refuses it first; this guards direct callers)."""
+        ids = [str(i) for i in body.get("ids") or []]
+        filters = body.get("filters") or {}
+        sig = body.get("signal")
+        if sig is not None and (type(sig) is not int or not 0 <= sig <= _signal.SIGRTMAX):
+            raise InvalidRequest(f"signal: must be an integer between 0 and {int(_signal.SIGRTMAX)} (got {sig!r})")
+        if ids:
+            jobs, errors = self._owned(caller, ids, "cancel")
+        else:
+            errors = []
+            jobs = [j for j in self.store.list_jobs(states=ACTIVE_STATES)]
+            jobs = filter_jobs(jobs, {k: ",".join(v) if isinstance(v, list) else v for k, v in filters.items()})
+            if not self.is_admin(caller):
+                jobs = [j for j in jobs if j.uid == caller.uid]
+        if ids and filters:
+            jobs = filter_jobs(jobs, {k: ",".join(v) if isinstance(v, list) else v for k, v in filters.items()})
+        done = []
+        now = time.time()
+        for j in jobs:
+            if j.state not in ACTIVE_STATES:
+                errors.append({"id": j.display_id, "message": "Job/step already completing or completed"})
+                continue
+            if sig is not None and sig != 0:
+                if j.state != "RUNNING":
+                    if sig in (_signal.SIGKILL, _signal.SIGTERM) and j.state == "PENDING":
+                        pass
+                    else:
+                        continue
+                else:
+                    tag = f"signal:{int(sig)}" + (":b" if body.get("batch_only") else "")
+                    if self.store.update_job(j.id, ("RUNNING",), action=tag, action_by=caller.uid):
+                        done.append(j.display_id)
+                    continue
+            if j.state == "PENDING":
+                # the job keeps its last pending reason, as squeue -t all shows it
+                if self.store.update_job(j.id, ("PENDING",), state="CANCELLED", end_time=now,
+                                         action_by=caller.uid):
+                    done.append(j.display_id)
+            elif self.store.update_job(j.id, ("RUNNING", "SUSPENDED"), action="cancel", action_by=caller.uid):
+                done.append(j.display_id)
+            if caller.uid != j.uid:
+                self.store.audit(caller.uid, "job.cancel", {"job": j.id})
+        self.wake()
+        return {"done": done, "errors": errors}
+
+    def hold(self, caller: Caller, ids: list[str], release: bool = False, user: bool = False) -> dict[str, Any]:
+        """scontrol hold / uhold / release of pending jobs. An admin's hold of another
+        user's job is JobHeldAdmin (only an admin may release it), unless `user` (uhold);
+        a user's own hold is JobHeldUser. Release clears either and lets a job that
+        `requeuehold` held wait out its requeue begin time (BeginTime)."""
+        jobs, errors = self._owned(caller, ids, "hold")
+        admin = self.is_admin(caller)
+        done = []
+        for j in jobs:
+            if j.state != "PENDING":
+                errors.append({"id": j.display_id, "message": "Job is no longer pending execution"})
+                continue
+            if release:
+                if j.hold and j.reason == "JobHeldAdmin" and not admin:
+                    errors.append({"id": j.display_id, "message": "Access/permission denied"})
+                    continue
+                req = dict(j.request)
+                req.pop("requeue_hold", None)
+                ok = self.store.update_job(j.id, ("PENDING",), hold=False, reason="None", priority=1,
+                                           request=req)
+            else:
+                held = "JobHeldAdmin" if admin and caller.uid != j.uid and not user else "JobHeldUser"
+                ok = self.store.update_job(j.id, ("PENDING",), hold=True, reason=held, priority=0)
+            if ok:
+                done.append(j.display_id)
+                if caller.uid != j.uid:
+                    self.store.audit(caller.uid, "job.release" if release else "job.hold", {"job": j.id})
+        self.wake()
+        return {"done": done, "errors": errors}
+
+    def requeue(self, caller: Caller, ids: list[str], hold: bool = False) -> dict[str, Any]:
+        """scontrol requeue: a running job ends its run (state REQUEUED) and pends again
+        with the same id, restarts + 1, begin time two minutes on. `hold` (requeuehold)
+        keeps it held afterwards, reason "job requeued in held state", until released."""
+        jobs, errors = self._owned(caller, ids, "requeue")
+        done = []
+        for j in jobs:
+            if j.state != "RUNNING":
+                errors.append({"id": j.display_id, "message": "Job is not running"})
+                continue
+            vals: dict[str, Any] = {"action": "requeue", "action_by": caller.uid}
+            if hold:
+                # the run's end keeps `hold`; the controller words the reason from the flag
+                vals.update(hold=True, request={**j.request, "requeue_hold": True})
+            if self.store.update_job(j.id, ("RUNNING",), **vals):
+                done.append(j.display_id)
+                if caller.uid != j.uid:
+                    self.store.audit(caller.uid, "job.requeue", {"job": j.id, "hold": hold})
+        self.wake()
+        return {"done": done, "errors": errors}
+
+    def update(self, caller: Caller, ids: list[str], changes: dict[str, Any]) -> dict[str, Any]:
+        allowed = {"time_limit_s", "nice", "account", "name", "comment", "partition", "qos", "begin_time"}
+        bad = set(changes) - allowed
+        if bad:
+            raise InvalidRequest(f"Update of {sorted(bad)[0]} is not supported")
+        jobs, errors = self._owned(caller, ids, "update")
+        admin = self.is_admin(caller)
+        done = []
+        for j in jobs:
+            vals = dict(changes)
+            if "nice" in vals and int(vals["nice"]) < 0 and not admin:
+                errors.append({"id": j.display_id, "message": "Access/permission denied"})
+                continue
+            if j.state != "PENDING" and set(vals) & {"account", "partition", "qos", "begin_time"}:
+                errors.append({"id": j.display_id, "message": "Job is no longer pending execution"})
+                continue
+            if "time_limit_s" in vals and not admin and j.time_limit_s not in (None, -1):
+                new = int(vals["time_limit_s"])
+                if new == -1 or new > j.time_limit_s:
+                    errors.append({"id": j.display_id, "message": "Access/permission denied"})
+                    continue
+            if "account" in vals:
+                info = self.cluster_info(j.user)
+                if vals["account"] not in info["user_accounts"]:
+                    errors.append({"id": j.display_id,
+                                   "message": "Invalid account or account/partition combination specified"})
+                    continue
+            # the partition and QOS must exist (Slurm's words and exit 1): an unknown one would
+            # let the job run outside its partition's nodes or its QOS's limits
+            if "partition" in vals and vals["partition"] not in {p.name for p in self.cfg.partitions}:
+                errors.append({"id": j.display_id, "message": "Invalid partition name specified"})
+                continue
+            if "qos" in vals and vals["qos"] not in {q.name for q in self.cfg.qos}:
+                errors.append({"id": j.display_id, "message": "Invalid qos specification"})
+                continue
+            if "begin_time" in vals:
+                # StartTime=: the new begin time is the job's EligibleTime too (Slurm)
+                begin = float(vals["begin_time"]) if vals["begin_time"] is not None else None
+                vals["begin_time"] = begin
+                vals["eligible_time"] = begin if begin else time.time()
+                if j.reason == "BeginTime":
+                    vals["reason"] = "None"
+            if self.store.update_job(j.id, tuple(ACTIVE_STATES), **vals):
+                done.append(j.display_id)
+                if caller.uid != j.uid:
+                    self.store.audit(caller.uid, "job.update", {"job": j.id, "changes": vals})
+        self.wake()
+        return {"done": done, "errors": errors}

@@ -1,0 +1,194 @@
+"""The submit path of the service: identity, submission token, resolve, insert.
+
+`Submission.submit` (a mixin of `batchd.service.Service`, which supplies `cfg`, `store`,
+`wake` and `cluster_info`) checks who the job runs as (`submit_identity`: `--uid`/`--gid`,
+root only), answers a retried submission from its stored token (`submit_token`) with the
+first one's ids, resolves the spec against the cluster facts (`batchd.jobspec.resolve`,
+with the stored jobs a `--dependency` names) and stores the job or array tasks in one
+transaction. `--test-only` stores nothing.
+"""
+
+from __future__ import annotations
+
+import grp
+import logging
+import pwd
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from batchd import dependency as deps
+from batchd import jobspec
+from batchd.caller import Caller
+from batchd.config import Config
+from batchd.errors import InvalidRequest, PermissionDenied
+from batchd.hostlist import compress
+from batchd.jobdeps import dependency_status, lookup_job
+from batchd.model import Job
+from batchd.store import ACTIVE_STATES, Store
+
+log = logging.getLogger(__name__)
+
+_TOKEN_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_")
+
+
+def submit_token(spec: dict[str, Any]) -> str | None:
+    """The submission's client-made token (`spec["submit_token"]`: 1 to 64 ASCII
+    letters, digits, `-` or `_`; sbatch and bsub send 32 hex digits), None without one;
+    InvalidRequest for anything else."""
+    t = spec.get("submit_token")
+    if t is None:
+        return None
+    if not isinstance(t, str) or not 0 < len(t) <= 64 or not _TOKEN_CHARS.issuperset(t):
+        raise InvalidRequest("submit_token: must be a string of 1 to 64 ASCII letters, digits, '-' or '_'")
+    return t
+
+
+def submit_identity(caller: Caller, spec: dict[str, Any]) -> Caller:
+    """Who a submission runs as and is charged to: the caller, or with `--uid`/`--gid`
+    (`spec["uid"]`, `spec["gid"]`: numbers, or None) the user and group named there.
+
+    Only root may name them (Slurm's `--uid only permitted by root user`; admins of the
+    admin group may not: they would become any user); the uid must be a user of the
+    password database and the gid a group of the group database. The job then runs
+    with that uid, gid and the user's supplementary groups, and the account, its
+    membership and limits are checked as that user. Without `--gid` the job gets the
+    user's primary group (Slurm 22.05 keeps root's group there; batchd never hands a
+    user root's group by accident). Raises PermissionDenied or InvalidRequest."""
+    uid, gid = spec.get("uid"), spec.get("gid")
+    if uid is None and gid is None:
+        return caller
+    for name, v in (("--uid", uid), ("--gid", gid)):
+        if v is None:
+            continue
+        if caller.uid != 0:
+            raise PermissionDenied(f"{name} only permitted by root user")
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**32 - 1:
+            raise InvalidRequest(f"Invalid {name} specification")
+    if uid is not None:
+        try:
+            primary = pwd.getpwuid(uid).pw_gid
+        except KeyError:
+            raise InvalidRequest("Invalid --uid specification") from None
+    else:
+        uid, primary = caller.uid, caller.gid
+    if gid is not None:
+        try:
+            grp.getgrgid(gid)
+        except KeyError:
+            raise InvalidRequest("Invalid --gid specification") from None
+    else:
+        gid = primary
+    log.info("submission on behalf of another user caller_uid=%s uid=%s gid=%s", caller.uid, uid, gid)
+    return Caller(uid=uid, gid=gid, pid=caller.pid)
+
+
+class Submission:
+    """`submit` and its helpers; mixed into `batchd.service.Service`."""
+
+    cfg: Config
+    store: Store
+    wake: Callable[[], None]
+
+    if TYPE_CHECKING:
+        def cluster_info(self, user: str) -> dict[str, Any]: ...
+
+    def submit(self, caller: Caller, spec: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(spec, dict) or not isinstance(spec.get("script", ""), str):
+            raise InvalidRequest("malformed job specification")
+        caller = submit_identity(caller, spec)  # --uid/--gid (root only): run and charge as that user
+        user = caller.user
+        # a client-made token per submission: the retry of one whose reply was lost (the
+        # daemon died after the commit) gets the same job ids back instead of a second job
+        token = None if spec.get("test_only") else submit_token(spec)
+        if token is not None:
+            done = self.store.find_submission(caller.uid, token)
+            if done:
+                return self._repeated_submission(done)
+        known = self._dependency_jobs(spec, user)
+        lookup = None
+        if known is not None:
+            by_id = {o.id: o for o in known}
+
+            def lookup(job_id: int, task_id: int | None) -> Any:
+                return lookup_job(by_id, known, job_id, task_id, "state")
+        req = jobspec.resolve(spec, self.cluster_info(user), user, caller.uid, lookup_state=lookup)
+        now = time.time()
+        if spec.get("test_only"):
+            # Slurm's `Job N to start at T using C processors on nodes NODES in partition P`
+            part = next((p for p in self.cfg.partitions if p.name == req["partition"]), None)
+            up = {n.name for n in self.store.list_nodes() if n.state not in ("DOWN", "DRAIN", "DRAINED")}
+            names = [n for n in (part.nodes if part else []) if n in up][: int(req.get("nodes") or 1)]
+            return {"job_id": None, "start_time": max(now, req.get("begin_time") or now),
+                    "nodes": compress(names), "partition": req["partition"], "cpus": int(req.get("cpus") or 1)}
+        task_ids = req.get("array_task_ids") or [None]
+        first = self.store.next_job_ids(len(task_ids))
+        begin = req.get("begin_time")
+        # Slurm's EligibleTime at submit: the begin time, or now for a job that nothing holds
+        # back (a held job, one with a dependency and an array get theirs once eligible)
+        eligible = begin if begin else (None if req.get("hold") or req.get("dependency")
+                                        or req.get("array_task_ids") else now)
+        jobs = []
+        for i, task in enumerate(task_ids):
+            # Slurm: the last task keeps the array's master id, the others take the ids after it
+            if task is None:
+                jid = first
+            elif i == len(task_ids) - 1:
+                jid = first
+            else:
+                jid = first + 1 + i
+            jobs.append(Job(
+                id=jid, name=req["name"], user=user, uid=caller.uid, gid=caller.gid,
+                account=req["account"], partition=req["partition"], qos=req["qos"],
+                state="PENDING", submit_time=now, spec=spec, request=req,
+                array_job_id=first if task is not None else None, array_task_id=task,
+                reason="JobHeldUser" if req.get("hold") else "None",
+                priority=0 if req.get("hold") else 1,
+                nice=int(req.get("nice") or 0), hold=bool(req.get("hold")),
+                begin_time=begin, eligible_time=eligible,
+                time_limit_s=req.get("time_limit_s"),
+                requeue=req.get("requeue") is not False,
+                dependency=None, comment=spec.get("comment"),
+                tres_req=req.get("tres_req", ""), submit_token=token,
+            ))
+            if req.get("dependency"):
+                _verdict, text = dependency_status(req["dependency"], jobs[-1], known or [], now=now)
+                jobs[-1].dependency = None if _verdict == "satisfied" else text
+        if token is None:
+            self.store.insert_jobs(jobs)
+        else:
+            done = self.store.insert_submission(jobs, caller.uid, token)
+            if done:  # a concurrent retry of the same submission stored it first
+                return self._repeated_submission(done)
+        log.info("job submitted job_id=%s user=%s account=%s tasks=%d", first, user, req["account"],
+                 len(task_ids))
+        self.wake()
+        return {"job_id": first, "array_task_ids": req.get("array_task_ids")}
+
+    @staticmethod
+    def _repeated_submission(jobs: list[Job]) -> dict[str, Any]:
+        """The reply to a submission whose token is already stored (`jobs`, ordered by id):
+        the ids the first one got, with `duplicate`; nothing is stored again."""
+        j = jobs[0]
+        first = j.array_job_id if j.array_job_id is not None else j.id
+        log.info("job submission repeated job_id=%s user=%s tasks=%d token=%s", first, j.user, len(jobs),
+                 j.submit_token)
+        return {"job_id": first, "array_task_ids": j.request.get("array_task_ids"), "duplicate": True}
+
+    def _dependency_jobs(self, spec: dict[str, Any], user: str) -> list[Job] | None:
+        """The stored jobs a submission's `--dependency` may name (and, for `singleton`,
+        the active ones), or None without a (parsable) dependency: resolve refuses
+        `afterok` on an unknown job with them, and the first `Dependency=` text comes from them."""
+        raw = spec.get("dependency") if isinstance(spec, dict) else None
+        if not raw or not isinstance(raw, str):
+            return None
+        try:
+            dep = deps.parse(raw)
+        except deps.DependencyError:
+            return None  # resolve words the error
+        ids = {jid for jid, _task in deps.job_refs(dep)}
+        found = self.store.list_jobs(ids=ids, array_job_ids=ids) if ids else []
+        if any(it["type"] == "singleton" for it in dep["items"]):
+            seen = {j.id for j in found}
+            found += [j for j in self.store.list_jobs(states=ACTIVE_STATES) if j.id not in seen and j.user == user]
+        return found
