@@ -21,12 +21,16 @@ daemon's control requests (woken by SIGUSR1, and rescanned every second). It is 
 subreaper, so processes that leave the job's process group are still found and killed
 when the job ends. It reaps the batch shell with `os.wait4` and writes `exit.json`.
 It ignores SIGINT, SIGHUP and SIGTERM: only SIGKILL ends it early (the run is then LOST).
+
+This module holds the run itself (start record, main loop, exit record, the job
+directory's restoration) and the entry point; the handling of control requests and
+limits is `batchd.runlimits.RunControl`, the signalling and reaping of the job's
+processes `batchd.jobtree.JobTree`, both bases of `Supervisor`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import logging
 import os
@@ -40,9 +44,10 @@ from typing import Any
 
 import psutil
 
-from batchd.jobexec import OUTPUT_OPEN_FAILED, OUTPUT_OPEN_FAILED_SIG, exec_job, write_stepd_note
+from batchd.jobexec import OUTPUT_OPEN_FAILED, OUTPUT_OPEN_FAILED_SIG, exec_job
+from batchd.jobtree import set_subreaper
+from batchd.runlimits import RunControl, protect_from_oom
 from batchd.spool import (
-    CONTROL_PREFIX,
     EXIT,
     LOCK,
     REASON_STATE,
@@ -63,28 +68,11 @@ log = logging.getLogger(__name__)
 MEM_POLL_S = 0.25
 #: Interval between scans of the job directory for control requests (s).
 CONTROL_SCAN_S = 1.0
-#: How long to wait for leftover processes to die after the batch shell ended (s).
-LEFTOVER_WAIT_S = 2.0
 #: Longest wait between two tries to write the exit status (a full disk) (s).
 WRITE_RETRY_MAX_S = 10.0
-_PR_SET_CHILD_SUBREAPER = 36
 
 
-def _protect_from_oom() -> None:
-    """In a unit the supervisor shares the job's cgroup and memory limit: make sure the
-    kernel's OOM killer picks the job, never the process that records its end."""
-    with contextlib.suppress(OSError):
-        with open("/proc/self/oom_score_adj", "w") as fh:
-            fh.write("-1000")
-
-
-def _set_subreaper() -> None:
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-class Supervisor:
+class Supervisor(RunControl):
     """Runs one job of one job directory to its end; see the module docstring."""
 
     def __init__(self, jobdir: str, ready_fd: int | None, unit: bool = False) -> None:
@@ -120,143 +108,6 @@ class Supervisor:
                 os.write(self.ready_fd, answer)
                 os.close(self.ready_fd)
             self.ready_fd = None
-
-    def _tree(self) -> list[psutil.Process]:
-        """Every live descendant of the supervisor (the job and what it left behind)."""
-        try:
-            return psutil.Process().children(recursive=True)
-        except psutil.Error:
-            return []
-
-    def _signal_job(self, sig: int, batch_only: bool = False) -> None:
-        """`sig` to the batch shell only, or to its process group and every other
-        descendant (processes that left the group). Gone processes are ignored."""
-        if batch_only:
-            if not self.reaped:  # once reaped, its pid (and group id) may be reused
-                with contextlib.suppress(OSError):  # gone, or a signal the kernel refuses
-                    os.kill(self.child, sig)
-            return
-        group_done = False
-        if not self.reaped:
-            with contextlib.suppress(OSError):
-                os.killpg(self.child, sig)
-                group_done = True
-        for proc in self._tree():  # as subreaper, every process of the job is in the tree
-            with contextlib.suppress(OSError, psutil.Error):
-                if not (group_done and os.getpgid(proc.pid) == self.child):
-                    os.kill(proc.pid, sig)
-
-    def _stepd_note(self, cause: str) -> None:
-        """slurmstepd's CANCELLED line in the job's error file (`jobexec.write_stepd_note`),
-        unless the batch shell is already gone."""
-        assert self.req is not None
-        if not self.reaped:
-            write_stepd_note(self.req, cause)
-
-    # ------------------------------------------------------------ requests
-    def _begin_termination(self, reason: str, sig: int, grace_s: float, batch_only: bool = False,
-                           cause: str | None = None) -> None:
-        if self.requested is None:
-            self.requested = reason
-            self._stepd_note(cause or reason)
-        log.info("job signalled job_id=%s reason=%s signal=%s grace_s=%s",
-                 self.req.job_id if self.req else "?", reason, sig, grace_s)
-        self._signal_job(sig, batch_only)
-        if sig not in (signal.SIGKILL, signal.SIGCONT, signal.SIGSTOP):
-            self._signal_job(signal.SIGCONT, batch_only)  # a stopped job must see it
-        deadline = time.monotonic() + max(0.0, grace_s)
-        self.kill_at = deadline if self.kill_at is None else min(self.kill_at, deadline)
-
-    def _set_time_limit(self, limit_s: int | None) -> None:
-        """(Re)arm the time limit, counted from the job's start; None or <= 0: none.
-        `--signal` is re-armed with it unless it was already sent."""
-        assert self.req is not None
-        limit = limit_s if limit_s is not None and limit_s > 0 else None
-        self.limit_at = self.t0 + limit if limit else None
-        self.sig_at = None
-        if limit and self.req.signal and not self.signal_sent:
-            self.sig_at = self.t0 + max(0, limit - int(self.req.signal[1]))
-
-    def _handle_controls(self) -> None:
-        assert self.req is not None
-        try:
-            listing = os.listdir(self.jobdir)
-        except FileNotFoundError:
-            self._restore_dir()  # removed under the running job: the daemon must still find it
-            return
-        except OSError as exc:
-            log.warning("job directory unreadable error=%s", exc)
-            return
-        names = sorted(n for n in listing if n.startswith(CONTROL_PREFIX) and n.endswith(".json"))
-        for name in names:
-            try:
-                data = read_json(self._path(name))
-                os.unlink(self._path(name))
-            except (OSError, ValueError) as exc:
-                log.warning("control request unreadable file=%s error=%s", name, exc)
-                continue
-            if not data:
-                continue
-            log.info("control request %s", data)
-            try:
-                sig = int(data.get("signal") or signal.SIGTERM)
-            except (TypeError, ValueError):
-                sig = int(signal.SIGTERM)
-            if data.get("action") == "terminate" and data.get("reason") in REASON_STATE:
-                grace = data.get("grace_s")
-                self._begin_termination(data["reason"], sig, self.req.kill_wait_s if grace is None else grace,
-                                        bool(data.get("batch_only")), data.get("cause"))
-            elif data.get("action") == "time_limit" and self.requested is None:
-                self._set_time_limit(data.get("time_limit_s"))
-            elif data.get("action") == "signal":
-                self._signal_job(sig, bool(data.get("batch_only")))
-
-    def _check_memory(self) -> None:
-        assert self.req is not None and self.req.mem_limit_mb is not None
-        rss = 0
-        for proc in self._tree():
-            with contextlib.suppress(psutil.Error):
-                rss += proc.memory_info().rss
-        self.peak_rss_kb = max(self.peak_rss_kb, rss // 1024)
-        if not self.unit and rss > self.req.mem_limit_mb * 1024 * 1024 and self.requested != "oom":
-            log.info("job over memory limit rss_mb=%s limit_mb=%s", rss >> 20, self.req.mem_limit_mb)
-            self.requested = "oom"
-            self._signal_job(signal.SIGKILL)
-            self.kill_at = time.monotonic() + 1.0
-
-    # ------------------------------------------------------------ reaping
-    def _reap(self, block: bool = False) -> tuple[int, Any] | None:
-        """Reap adopted orphans; return (status, rusage) once the batch shell is reaped."""
-        while True:
-            flags = os.WEXITED | os.WNOWAIT | (0 if block else os.WNOHANG)
-            try:
-                info = os.waitid(os.P_ALL, 0, flags)
-            except ChildProcessError:
-                return None
-            except InterruptedError:
-                continue
-            if info is None or info.si_pid == 0:
-                return None
-            if info.si_pid == self.child:
-                _pid, status, rusage = os.wait4(self.child, 0)
-                self.reaped = True
-                return status, rusage
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(info.si_pid, 0)
-
-    def _kill_leftovers(self) -> None:
-        """SIGKILL what the batch shell left behind, and reap it (bounded wait)."""
-        deadline = time.monotonic() + LEFTOVER_WAIT_S
-        while time.monotonic() < deadline:
-            self._signal_job(signal.SIGKILL)
-            while True:
-                try:
-                    pid, _ = os.waitpid(-1, os.WNOHANG)
-                except ChildProcessError:
-                    return
-                if pid == 0:
-                    break
-            time.sleep(0.02)
 
     # ------------------------------------------------------------ the run directory
     def _restore_dir(self) -> bool:
@@ -339,11 +190,11 @@ class Supervisor:
             self.req = req = LaunchRequest.from_json(read_json(self._path(REQUEST)) or {})
         except (OSError, TypeError, ValueError) as exc:
             return self._fail_before_start(f"unreadable launch request: {exc}")
-        _set_subreaper()
+        set_subreaper()
         if self.unit:
             from batchd import isolation
 
-            _protect_from_oom()
+            protect_from_oom()
             self.cgroup_dir = isolation.own_cgroup_dir()
             self.oom_base = isolation.oom_kills(self.cgroup_dir)
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
