@@ -47,7 +47,10 @@ def _csv_opt(values: tuple[str, ...]) -> str:
                     "GPU type or node. The period defaults to the current month up to now.")
 @click.option("--month", metavar="YYYY-MM", help="The calendar month (UTC).")
 @click.option("--start", metavar="DATE", help="Start (inclusive): YYYY-MM-DD[THH:MM], UTC.")
-@click.option("--end", metavar="DATE", help="End (exclusive): YYYY-MM-DD[THH:MM] or now, UTC.")
+@click.option("--end", metavar="DATE",
+              help="End (exclusive): YYYY-MM-DD[THH:MM] or now, UTC. An end is rounded down to a whole "
+                   "hour, except now (or any time not yet passed): the current partial hour is counted "
+                   "up to now.")
 @click.option("--by", "by", multiple=True, metavar="KEYS",
               help="Group rows by account, user, gpu-type, node (comma list or repeated; combinable).")
 @click.option("--account", "accounts", multiple=True, metavar="NAMES", help="Only these accounts.")
@@ -72,7 +75,9 @@ def command(month, start, end, by, accounts, users, spread_idle, zero_gpu, fmt, 
         if start:
             q["start"] = str(parse_day_or_time(start, "--start"))
         if end:
-            q["end"] = str(parse_day_or_time(end, "--end"))
+            # "now" goes as the word: the daemon reads its own clock and counts the
+            # current partial hour (a second from this clock may already lie behind it)
+            q["end"] = "now" if end.strip() == "now" else str(parse_day_or_time(end, "--end"))
     groups = _csv_opt(by) or "account"
     for g in groups.split(","):
         if g not in ("account", "user", "gpu-type", "gpu_type", "node"):

@@ -117,17 +117,25 @@ def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str
            spread_idle: bool = False, capacity: dict[str, float] | None = None,
            zero_gpu_s: float = 3600.0, daily: bool = False, raw: bool = False) -> dict[str, Any]:
     """The report over [start, end) (unix seconds; rounded down to whole hours, as sreport
-    does). `group_by` is a subset of GROUPS, in the caller's order (default account).
+    does, except an end at or after `now` that is not on an hour: that period reaches the
+    open hour and counts it up to now, from the rollups and the records and RUNNING jobs
+    they do not hold yet, so that `--end now` includes the current partial hour; its
+    `period.end` is then that end, not an hour). `group_by` is a subset of GROUPS, in the caller's order (default account).
     `daily` adds {"daily": {"YYYY-MM-DD": {account: GPU-hours}}} (the HTML chart),
     `raw` adds per row "tres_s" (TRES-seconds) and "capacity" (sreport)."""
-    start, end = start - start % HOUR_S, end - end % HOUR_S
+    start = start - start % HOUR_S
+    shown_end = end - end % HOUR_S
+    if end % HOUR_S and end >= math.floor(now):  # the open hour: counted up to now
+        shown_end, end = end, end + (-end) % HOUR_S
+    else:
+        end = shown_end
     group_by = list(group_by or ["account"])
     for g in group_by:
         if g not in GROUPS:
             raise ValueError(f"cannot group by {g!r} (one of {', '.join(GROUPS)})")
     accts, usrs = (set(accounts) if accounts else None), (set(users) if users else None)
     book = PriceBook(sql.list_prices(store))
-    upto = max(start, min(end, math.floor(now)))
+    upto = max(start, min(shown_end, math.floor(now)))
     segments = book.segments(start, end) or [(start, end)]
 
     # ---- the account side: rollups + what they do not hold yet
@@ -253,7 +261,7 @@ def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str
 
     jobs_total = to_money(jobs_exact)
     out: dict[str, Any] = {
-        "period": {"start": start, "end": end, "upto": upto},
+        "period": {"start": start, "end": shown_end, "upto": upto},
         "currency": book.currency,
         "group_by": group_by,
         "rows": rows,

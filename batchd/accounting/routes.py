@@ -1,8 +1,9 @@
 """HTTP handlers of chargeback, for `batchd/api.py` to merge into its ROUTES:
 
     GET  /v1/report?start=&end=&by=account,user&accounts=&users=&spread_idle=1&daily=1&raw=1&zero_gpu_s=
-         -> the report object of DESIGN.md section 7 (start/end unix seconds; default:
-            the current month up to now)
+         -> the report object of DESIGN.md section 7 (start/end unix seconds, end also
+            "now": the daemon's clock, the current partial hour included; default: the
+            current month up to now)
     GET  /v1/prices                 -> {"prices": [PRICE], "currency": str}
     POST /v1/prices  (admin)        body {"prices": [{tres, per_hour, currency, valid_from, valid_to}]}
                                     -> {"added": n}; valid_from/valid_to as in `[[price]]`
@@ -15,6 +16,7 @@ Handlers have api.py's signature `(service, caller, query, body) -> dict`.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -34,7 +36,10 @@ def _list(q: dict[str, str], key: str) -> list[str] | None:
     return [x for x in v.split(",") if x] if v else None
 
 
-def _int(q: dict[str, str], key: str, default: int) -> int:
+def _int(q: dict[str, str], key: str, default: int, now: float | None = None) -> int:
+    """q[key] as whole unix seconds; `now` (where given) also accepts the word "now"."""
+    if now is not None and q.get(key) == "now":
+        return math.floor(now)
     try:
         return int(float(q[key])) if q.get(key) else default
     except ValueError:
@@ -51,7 +56,7 @@ def month_bounds(now: float) -> tuple[int, int]:
 def report(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[str, Any]:
     now = time.time()
     s0, e0 = month_bounds(now)
-    start, end = _int(q, "start", s0), _int(q, "end", e0)
+    start, end = _int(q, "start", s0), _int(q, "end", e0, now)
     if end <= start:
         raise InvalidRequest("the report period is empty (end is not after start)")
     by = [g.replace("-", "_") for g in (_list(q, "by") or ["account"])]

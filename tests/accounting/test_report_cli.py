@@ -189,3 +189,51 @@ def test_sixteen_gpu_example_after_a_simulated_month_prints_a_bill_that_reconcil
         js["idle_gpu_hours"] > 16 * 31 * 24 - js["totals"]["gpu_hours"]  # idle never negative per hour
     assert f"Reconciled: sum over rows {js['totals']['cost']} EUR = sum over jobs {js['totals']['cost']} EUR" \
         in res.output
+
+
+NOW = ts("2026-12-01T18:52")
+
+
+def test_end_now_includes_the_current_partial_hour(daemon, store, monkeypatch):
+    """`--end now` counts the open hour up to now: a run rolled up in it, one the rollup
+    has not taken, and a RUNNING job; the rows reconcile with the jobs to the cent."""
+    import datetime as dt
+    import types
+
+    from batchd.cli import cmd_report
+
+    class Clock(dt.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return dt.datetime.fromtimestamp(NOW, tz)
+
+    monkeypatch.setattr(routes, "time", types.SimpleNamespace(time=lambda: NOW))  # the daemon's clock
+    monkeypatch.setattr(cmd_report, "_dt", types.SimpleNamespace(datetime=Clock, UTC=dt.UTC))  # the CLI's
+    add_node(store, "gpu01", 4)
+    add_account(store, "vision", 2)
+    one = {"cpu": 1, "node": 1, "gres/gpu": 1, "gres/gpu:h200": 1}
+    insert_usage(store, [usage(ts("2026-12-01T17:00"), ts("2026-12-01T18:00"), account="vision", tres=one),
+                         usage(ts("2026-12-01T18:10"), ts("2026-12-01T18:40"), account="vision", tres=one)])
+    run_rollup(store, NOW)
+    insert_usage(store, [usage(ts("2026-12-01T18:20"), ts("2026-12-01T18:50"), account="vision", tres=one)])
+    insert_running(store, 77, ts("2026-12-01T18:30"), "cpu=1,node=1,gres/gpu=1,gres/gpu:h200=1", account="vision")
+    r = CliRunner()
+    assert r.invoke(price_cmd, ["set", "gres/gpu:h200", "2.50", "--currency", "EUR", "--from", "2026-01-01"]).exit_code == 0
+    want_h = 1 + 0.5 + 0.5 + 22 / 60
+    for args in (["--start", "2026-12-01", "--end", "now"], ["--end", "now"]):
+        res = r.invoke(report_cmd, [*args, "--json"])
+        assert res.exit_code == 0, res.output
+        js = json.loads(res.output)
+        (row,) = js["rows"]
+        assert abs(row["gpu_hours"] - want_h) < 1e-6, js
+        assert js["totals"]["cost"] == js["jobs_cost"] == "5.92" and js["reconciled"]  # 2.3667 h x 2.50
+        assert js["period"] == {"start": ts("2026-12-01"), "end": NOW, "upto": NOW}
+        assert js["running_included"] == 2
+        assert abs(js["capacity_gpu_hours"] - 4 * (18 + 52 / 60)) < 1e-6
+        assert abs(js["idle_gpu_hours"] - (4 * (18 + 52 / 60) - want_h)) < 1e-6
+        assert abs(row["quota_gpu_hours"] - 2 * (18 + 52 / 60)) < 1e-6
+    table = r.invoke(report_cmd, ["--start", "2026-12-01", "--end", "now"]).output
+    assert "Period: 2026-12-01T00:00:00 - 2026-12-01T18:52:00 UTC" in table
+    # an end already passed is still rounded down to its hour, as sreport does
+    js = json.loads(r.invoke(report_cmd, ["--start", "2026-12-01", "--end", "2026-12-01T18:30", "--json"]).output)
+    assert js["rows"][0]["gpu_hours"] == 1.0 and js["period"]["end"] == ts("2026-12-01T18:00")
