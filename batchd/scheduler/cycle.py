@@ -1,6 +1,8 @@
 """`decide(snapshot, policy) -> Decisions`: one scheduling cycle, pure and deterministic.
 
-Passes, in this order, as chosen by the policy key `passes` (default all four):
+First, always, the held pass (held.py): a job that earlier cycles preempted victims for is
+placed on what they hold or freed before anybody else, and those victims are chosen by no one
+again. Then the passes, in this order, as chosen by the policy key `passes` (default all four):
 `allocate`, `backfill` (reservations that keep lower jobs from delaying blocked higher ones;
 it shapes the allocate pass and is off when policy `backfill` is false), `reclaim`, `preempt`.
 
@@ -22,6 +24,7 @@ from typing import Any
 from .allocate import allocate_pass
 from .backfill import Backfill
 from .evict import preempt_pass, reclaim_pass
+from .held import held_pass, preempting_for
 from .job import GPU
 from .snapshot import Snapshot
 from .state import Session
@@ -96,6 +99,7 @@ def _decide(snapshot: Snapshot, policy: dict | None) -> Decisions:
     bf = None
     if "backfill" in passes and pol.get("backfill", True) is not False:
         bf = Backfill(s, int(pol.get("backfill_max_reservations", 20)))
+    held_pass(s, reasons)  # what earlier cycles preempted for a job stays its own (held.py)
     if "allocate" in passes:
         allocate_pass(s, s.pending, reasons, bf)
     if "reclaim" in passes:
@@ -107,6 +111,8 @@ def _decide(snapshot: Snapshot, policy: dict | None) -> Decisions:
         alloc = {tk.node.name: tk.as_allocation() for tk in j.takes or []}
         out.start.append({"job": j.id, "allocation": alloc, "after": list(after)})
     for v, reason, for_job in s.preempts:
+        if preempting_for(v) == str(for_job.id):
+            continue  # already being preempted for this job: no new decision
         out.preempt.append({"job": v.id, "reason": reason, "for": for_job.id})
     left = [j for j in s.pending if not j.started] + s.ineligible
     left.sort(key=lambda j: (j.spec.submit_time, j.idk))

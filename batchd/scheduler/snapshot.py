@@ -41,6 +41,11 @@ Extensions of the documented format, all optional:
 - `jobs[].partition_nodes` (list of node names): the job may only run on these nodes (its
   partition); `jobs[].exclusive` (bool): the job takes whole nodes (all their idle GPUs,
   CPUs and memory) and only nodes nothing else runs on.
+- `jobs[].preempting_for` (job id, on a running job): an earlier cycle preempted this job for
+  that pending job and it is still ending (grace time); its devices are reserved for that job
+  (no other job is placed on them, nobody chooses it as a victim again) while the job is
+  pending and eligible. `jobs[].preemptor` (bool, on a pending job): victims were preempted
+  for this job; it is placed first on what they hold or freed (see held.py).
 """
 
 from __future__ import annotations
@@ -268,6 +273,11 @@ def _parse_job(d: Any, i: int, node_names: set[str], accounts: set[str]) -> Job:
     qos = get("qos")
     if qos is not None and qos.__class__ is not str:
         get_str(d, "qos", p)
+    pf = get("preempting_for")
+    if pf is not None and (isinstance(pf, bool) or not isinstance(pf, int | str) or pf == ""):
+        raise field_error(f"{p}.preempting_for", "must be a job id or null", pf)
+    if get("preemptor", False).__class__ is not bool:
+        raise field_error(f"{p}.preemptor", "must be true or false", get("preemptor"))
     return Job(jid, account, str(get("user") or ""), state, int(prio), preemptible, submit, start,
                None if tl is None or tl < 0 else int(tl), tasks, nodes, tpn, per_task, alloc, eligible,
                reason, qos, i, d, None if pn is None else frozenset(pn), exclusive)
