@@ -11,7 +11,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from batchd.accounting.render import _cell, _num, _total_row, columns, fmt_time, footer
+from batchd.accounting.render import _cell, _total_row, columns, fmt_cell, fmt_time, footer
 
 PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
            "#9c755f", "#bab0ac", "#1f77b4", "#2ca02c"]
@@ -82,11 +82,11 @@ def _table(rep: dict[str, Any]) -> str:
     out = ["<table><thead><tr>" + "".join(f"<th>{escape(h)}</th>" for _, h in cols) + "</tr></thead><tbody>"]
     for r in rep["rows"]:
         cells = [f"<td>{escape(str(_cell(r, k) or ''))}</td>" if i < ngroup else
-                 f'<td class="n">{escape(_num(_cell(r, k)))}</td>' for i, (k, _) in enumerate(cols)]
+                 f'<td class="n">{escape(fmt_cell(k, _cell(r, k)))}</td>' for i, (k, _) in enumerate(cols)]
         out.append("<tr>" + "".join(cells) + "</tr>")
     tot = _total_row(rep)
     cells = ["<td>TOTAL</td>" if i == 0 else "<td></td>" for i in range(ngroup)]
-    cells += [f'<td class="n">{escape(_num(_cell(tot, k)))}</td>' for k, _ in cols[ngroup:]]
+    cells += [f'<td class="n">{escape(fmt_cell(k, _cell(tot, k)))}</td>' for k, _ in cols[ngroup:]]
     out.append('</tbody><tfoot><tr class="total">' + "".join(cells) + "</tr></tfoot></table>")
     return "".join(out)
 

@@ -9,6 +9,9 @@ import io
 from typing import Any
 
 LABELS = {"account": "Account", "user": "User", "gpu_type": "GPU type", "node": "Node"}
+# the percentages: the table and HTML print "83.3%" under these headers, the CSV the
+# plain number under "<header> (%)"
+PERCENT = {"quota_used_pct": "Quota used", "gpu_efficiency_pct": "GPU eff"}
 
 
 def fmt_time(ts: float) -> str:
@@ -21,6 +24,14 @@ def _num(v: Any, places: int = 2) -> str:
     if isinstance(v, float | int):
         return f"{v:,.{places}f}"
     return str(v)
+
+
+def fmt_cell(key: str, v: Any) -> str:
+    """A number cell of the table and HTML: a percentage with one place and "%",
+    anything else as `_num` writes it."""
+    if key in PERCENT and isinstance(v, float | int):
+        return f"{v:,.1f}%"
+    return _num(v)
 
 
 def gpu_types(rep: dict[str, Any]) -> list[str]:
@@ -39,12 +50,12 @@ def columns(rep: dict[str, Any]) -> list[tuple[str, str]]:
     cols += [("cpu_hours", "CPU-h"), ("billing", "Billing-h"), ("cost", f"Cost {cur}".strip())]
     first = rep["rows"][0] if rep["rows"] else {}
     if any("quota_gpu_hours" in r for r in rep["rows"]):
-        cols += [("quota_gpu_hours", "Quota GPU-h"), ("quota_used_pct", "Quota %"),
+        cols += [("quota_gpu_hours", "Quota GPU-h"), ("quota_used_pct", PERCENT["quota_used_pct"]),
                  ("borrowed_gpu_hours", "Borrowed GPU-h")]
     if "idle_cost" in first:
         cols += [("idle_gpu_hours", "Idle GPU-h"), ("idle_cost", f"Idle {cur}".strip()),
                  ("cost_with_idle", f"Total {cur}".strip())]
-    cols.append(("gpu_efficiency_pct", "GPU eff %"))
+    cols.append(("gpu_efficiency_pct", PERCENT["gpu_efficiency_pct"]))
     return cols
 
 
@@ -95,11 +106,11 @@ def render_table(rep: dict[str, Any]) -> str:
     and the footer (period, idle capacity, reconciliation, flags)."""
     cols = columns(rep)
     ngroup = len(rep["group_by"])
-    body = [[str(_cell(r, k) or "") if i < ngroup else _num(_cell(r, k)) for i, (k, _) in enumerate(cols)]
+    body = [[str(_cell(r, k) or "") if i < ngroup else fmt_cell(k, _cell(r, k)) for i, (k, _) in enumerate(cols)]
             for r in rep["rows"]]
     tot = _total_row(rep)
     total = ["TOTAL" if i == 0 else "" for i in range(ngroup)]
-    total += [_num(_cell(tot, k)) if k in tot or k.startswith("gpuh:") else "" for k, _ in cols[ngroup:]]
+    total += [fmt_cell(k, _cell(tot, k)) if k in tot or k.startswith("gpuh:") else "" for k, _ in cols[ngroup:]]
     head = [h for _, h in cols]
     widths = [max(len(x) for x in col) for col in zip(head, *body, total, strict=True)]
 
@@ -116,11 +127,12 @@ def render_table(rep: dict[str, Any]) -> str:
 
 def render_csv(rep: dict[str, Any]) -> str:
     """CSV: a header of column names, one line per row, a TOTAL line. Numbers unformatted
-    (hours as decimals, money with two places)."""
+    (hours as decimals, money with two places, percentages as numbers under a header
+    ending in "(%)")."""
     cols = columns(rep)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow([h for _, h in cols])
+    w.writerow([f"{h} (%)" if k in PERCENT else h for k, h in cols])
     for r in rep["rows"]:
         w.writerow(["" if _cell(r, k) is None else _cell(r, k) for k, _ in cols])
     tot = _total_row(rep)

@@ -237,3 +237,23 @@ def test_end_now_includes_the_current_partial_hour(daemon, store, monkeypatch):
     # an end already passed is still rounded down to its hour, as sreport does
     js = json.loads(r.invoke(report_cmd, ["--start", "2026-12-01", "--end", "2026-12-01T18:30", "--json"]).output)
     assert js["rows"][0]["gpu_hours"] == 1.0 and js["period"]["end"] == ts("2026-12-01T18:00")
+
+
+def test_percentages_say_they_are_percentages(daemon, store):
+    """Table and HTML print "80.0%"; the CSV keeps plain numbers under "... (%)"; the
+    JSON keeps its field names."""
+    _setup(store)
+    r = CliRunner()
+    table = r.invoke(report_cmd, ["--month", "2026-10"]).output.splitlines()
+    head = table[0]
+    assert "Quota used" in head and "GPU eff" in head and "%" not in head
+    vision = next(x for x in table if x.startswith("vision"))
+    assert vision.split()[-4:] == ["1,488.00", "0.7%", "0.00", "80.0%"]  # 10 of 2 x 744 GPU-h; 80 % busy
+    rows = list(csv.reader(io.StringIO(r.invoke(report_cmd, ["--month", "2026-10", "--csv"]).output)))
+    cols = dict(zip(rows[0], next(x for x in rows if x[0] == "vision"), strict=True))
+    assert cols["Quota used (%)"] == "0.67" and cols["GPU eff (%)"] == "80.0"
+    js = json.loads(r.invoke(report_cmd, ["--month", "2026-10", "--json"]).output)
+    v = next(x for x in js["rows"] if x["account"] == "vision")
+    assert v["quota_used_pct"] == 0.67 and v["gpu_efficiency_pct"] == 80.0
+    html = r.invoke(report_cmd, ["--month", "2026-10", "--html"]).output
+    assert "<th>Quota used</th>" in html and '<td class="n">80.0%</td>' in html
