@@ -37,6 +37,7 @@ HELD_REASONS = ("JobHeldUser", "JobHeldAdmin", REQUEUE_HELD)
 #: The reason of a pending job the controller cannot evaluate (a stored request it cannot
 #: read, or one the scheduler refuses): it stays pending, out of every cycle, until changed.
 BAD_REQUEST = "BadConstraints"
+PREEMPTOR = "preemptor"  # the `action` of a pending job victims were preempted for
 INELIGIBLE = ("JobHeldUser", "JobHeldAdmin", REQUEUE_HELD, "BeginTime", "Dependency",
               "DependencyNeverSatisfied", "JobArrayTaskLimit")
 
@@ -170,7 +171,11 @@ class Controller:
             d["state"] = "RUNNING"
             d["start_time"] = j.start_time
             d["allocation"] = j.allocation or {}
+            if j.action == "preempt" and j.action_by is not None:
+                d["preempting_for"] = j.action_by  # its devices stay that job's (scheduler/held.py)
         else:
+            if j.action == PREEMPTOR:
+                d["preemptor"] = True
             why = self._eligibility(j, by_id, jobs, now)
             if why is not None:
                 d["eligible"] = False
@@ -312,7 +317,9 @@ class Controller:
             }))
             started.append(st["job"])
         for pre in dec.get("preempt", []):
-            changes.append((int(pre["job"]), ("RUNNING",), {"action": "preempt"}))
+            # action_by: the job it is preempted for, until it ends (snapshot `preempting_for`)
+            changes.append((int(pre["job"]), ("RUNNING",), {"action": "preempt", "action_by": int(pre["for"])}))
+        changes += _preemptor_marks(snap, dec)
         pending_now = {int(j["id"]): j for j in snap["jobs"] if j["state"] == "PENDING"}
         planned = {int(k): float(v) for k, v in (dec.get("planned_start") or {}).items() if str(k).isdigit()}
         for jid in pending_now:
@@ -334,6 +341,16 @@ class Controller:
             log.info("job started job_id=%s", jid)
         for pre in dec.get("preempt", []):
             log.info("job preempted job_id=%s reason=%s for=%s", pre["job"], pre.get("reason"), pre.get("for"))
+
+
+def _preemptor_marks(snap: dict[str, Any], dec: dict[str, Any]) -> list[tuple[int, tuple[str, ...], dict]]:
+    """A pending job to start after victims gets `action` PREEMPTOR (unused while pending; a
+    start clears it); a marked job the cycle did not start has lost its reservation: unmarked."""
+    waiting = {int(st["job"]) for st in dec.get("start", []) if st.get("after")}
+    started = {int(st["job"]) for st in dec.get("start", [])}
+    marked = {int(j["id"]) for j in snap["jobs"] if j.get("state") == "PENDING" and j.get("preemptor")}
+    return ([(jid, ("PENDING",), {"action": PREEMPTOR}) for jid in sorted(waiting - marked)]
+            + [(jid, ("PENDING",), {"action": None}) for jid in sorted(marked - started)])
 
 
 #: At most this many pending jobs are taken out of one cycle (then the cycle fails).

@@ -83,7 +83,9 @@ class JobRow(Base):
     spec: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
     request: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
     # what the controller asked the node agent to do with the running job:
-    # "cancel", "preempt", "requeue", "signal:<n>" (None = nothing)
+    # "cancel", "preempt", "requeue", "signal:<n>" (None = nothing); on a PENDING job,
+    # "preemptor": victims were preempted for it and what they free is reserved for it.
+    # action_by: the uid who asked, but for "preempt" the id of the job it is preempted for
     action: Mapped[str | None] = mapped_column(String(32))
     action_by: Mapped[int | None] = mapped_column(Integer)
     # when the controller's backfill plan expects a pending job to start (squeue --start)

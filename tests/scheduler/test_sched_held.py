@@ -128,3 +128,16 @@ def test_bad_marks_are_refused():
         snap = snapshot([node("n0", 1)], [account("q", quota=10)], [job("a", "q", **{key: val})])
         with pytest.raises(ValueError, match=rf"jobs\[0\]\.{key}"):
             load_snapshot(snap)
+
+
+def test_controller_marks_follow_the_decisions():
+    """The controller's side: a job to start after victims is marked; one started or no
+    longer waiting loses its mark."""
+    from batchd.controller import PREEMPTOR, _preemptor_marks
+
+    snap = {"jobs": [{"id": 1, "state": "PENDING"}, {"id": 2, "state": "PENDING", "preemptor": True},
+                     {"id": 3, "state": "PENDING", "preemptor": True},
+                     {"id": 4, "state": "PENDING", "preemptor": True}]}
+    dec = {"start": [{"job": 1, "after": [9]}, {"job": 2, "after": []}, {"job": 4, "after": [8]}]}
+    assert _preemptor_marks(snap, dec) == [(1, ("PENDING",), {"action": PREEMPTOR}),
+                                           (3, ("PENDING",), {"action": None})]
