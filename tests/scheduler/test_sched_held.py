@@ -43,6 +43,13 @@ CASES = [
                job("R", "q", prio=130, preemptible=False, running_on={"n0": [2]}),
                job("X", "q", prio=125, gpus=2, preemptor=True), job("Y", "q", prio=150)],
          want_started={"X": ["V2"]}, want_preempted={}),
+    dict(id="victim_card_kept_idle_pair_for_a_bigger_job",
+         # X waits on V's card (placed as on any card: pack) and leaves n1's idle pair to Y
+         nodes=[node("n0", 2), node("n1", 2)], accounts=[account("q", quota=10)],
+         jobs=[job("V", "q", prio=50, running_on={"n0": [0]}, preempting_for="X"),
+               job("R", "q", prio=150, running_on={"n0": [1]}),
+               job("X", "q", prio=125, preemptor=True), job("Y", "q", prio=150, gpus=2)],
+         want_started={"X": ["V"], "Y": []}, want_preempted={}),
     dict(id="preemptor_started_normal_rules",
          # X runs: V's mark reserves nothing; Y may choose V as its own victim
          nodes=[node("n0", 2)], accounts=[account("q", quota=10)],
