@@ -1,5 +1,6 @@
-"""`batchd report`: the bill of a period (see DESIGN.md section 7), from the daemon's
-hourly rollups plus running jobs up to now. Periods are UTC; `--end` is exclusive."""
+"""`batchd report`: the bill of a period (see DESIGN.md section 7 and docs/report.md),
+from the daemon's hourly rollups plus running jobs up to now. Periods are UTC; `--end`
+is exclusive; `--end now` counts the current partial hour."""
 
 from __future__ import annotations
 
@@ -42,9 +43,11 @@ def _csv_opt(values: tuple[str, ...]) -> str:
     return ",".join(x.strip() for v in values for x in v.split(",") if x.strip())
 
 
-@click.command(help="Print the bill of a period: GPU-hours per type, CPU-hours, billing, cost, quota use, "
-                    "borrowed GPU-hours, idle capacity and GPU efficiency, by account (default), user, "
-                    "GPU type or node. The period defaults to the current month up to now.")
+@click.command(help="Print the bill of a period: GPU-hours per type, CPU-hours, billing, cost, quota use (%), "
+                    "borrowed GPU-hours, idle capacity and GPU efficiency (%), by account (default), user, "
+                    "GPU type or node, and the rate card it was computed with (each price in force in the "
+                    "period, its validity and the part of the period it priced). The period defaults to "
+                    "the current month up to now. See docs/report.md.")
 @click.option("--month", metavar="YYYY-MM", help="The calendar month (UTC).")
 @click.option("--start", metavar="DATE", help="Start (inclusive): YYYY-MM-DD[THH:MM], UTC.")
 @click.option("--end", metavar="DATE",
@@ -60,8 +63,12 @@ def _csv_opt(values: tuple[str, ...]) -> str:
                    "showing it unallocated.")
 @click.option("--zero-gpu", "zero_gpu", default=None, metavar="HOURS", type=float,
               help="Flag runs that held GPUs at 0% for at least this many hours (default: daemon config).")
-@click.option("--csv", "fmt", flag_value="csv", help="CSV, one line per row and a TOTAL line.")
-@click.option("--json", "fmt", flag_value="json", help="The stable JSON object (DESIGN.md section 7).")
+@click.option("--csv", "fmt", flag_value="csv",
+              help="CSV, one line per row and a TOTAL line, each ending with period_start, period_end, "
+                   "counted_up_to (ISO 8601 UTC) and currency; percentages as plain numbers under a "
+                   "header ending in (%); after an empty line, the rate card.")
+@click.option("--json", "fmt", flag_value="json",
+              help="The stable JSON object (DESIGN.md section 7), with the rate card as rate_card.")
 @click.option("--html", "fmt", flag_value="html", help="One self-contained HTML page with charts.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write to this file.")
 def command(month, start, end, by, accounts, users, spread_idle, zero_gpu, fmt, output):

@@ -156,13 +156,32 @@ class PriceBook:
                              | {p.valid_to for p in self.prices if p.valid_to is not None})
 
     def at(self, tres: str, t: float) -> Decimal | None:
+        best = self.price_at(tres, t)
+        return None if best is None else best.per_hour
+
+    def price_at(self, tres: str, t: float) -> Price | None:
+        """The Price of `tres` in force at unix second t (the applicable period starting
+        latest), or None."""
         best: Price | None = None
         for p in self._by_tres.get(tres, ()):
             if p.valid_from > t:
                 break
             if p.valid_to is None or t < p.valid_to:
                 best = p
-        return None if best is None else best.per_hour
+        return best
+
+    def in_force(self, start: int, end: int) -> list[tuple[Price, int, int]]:
+        """The rate card of [start, end): every price in force at some second of it (a
+        price entirely superseded there is not), with the first second it applied and
+        the end of the last; by TRES then valid_from."""
+        used: dict[int, tuple[Price, int, int]] = {}
+        for a, b in self.segments(start, end):
+            for tres in self._by_tres:
+                p = self.price_at(tres, a)
+                if p is not None:
+                    first = used[id(p)][1] if id(p) in used else a
+                    used[id(p)] = (p, first, b)
+        return sorted(used.values(), key=lambda u: (u[0].tres, u[0].valid_from))
 
     def segments(self, start: int, end: int) -> list[tuple[int, int]]:
         """[start, end) cut at every price change inside it: consecutive, hour-aligned

@@ -78,6 +78,35 @@ def _total_row(rep: dict[str, Any]) -> dict[str, Any]:
     return t
 
 
+def fmt_day(ts: float | None) -> str:
+    """A price's validity bound: the day at midnight, else the day and time (UTC)."""
+    if ts is None:
+        return ""
+    d = _dt.datetime.fromtimestamp(ts, _dt.UTC)
+    if d.time() == _dt.time(0):
+        return d.strftime("%Y-%m-%d")
+    return d.strftime("%Y-%m-%dT%H:%M" if d.second == 0 else "%Y-%m-%dT%H:%M:%S")
+
+
+def rate_card_lines(rep: dict[str, Any]) -> list[str]:
+    """The footer's rate card: each price the bill used, its amount and validity."""
+    card = rep.get("rate_card") or []
+    if not card:
+        return ["Rate card: no prices in force in the period (nothing is charged)"]
+    lines = ["Rate card (per unit-hour, mem per GiB-hour; until = exclusive; applied = the part of "
+             "the period it priced):"]
+    rows = [[p["tres"], f"{p['per_hour']} {p['currency']}", "valid from " + fmt_day(p["valid_from"]),
+             "until " + fmt_day(p["valid_to"]) if p.get("valid_to") is not None else "open-ended",
+             f"applied {fmt_day(p['applied_from'])} - {fmt_day(p['applied_to'])}" if "applied_from" in p else ""]
+            for p in card]
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines += ["  " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    if any(p["tres"] == "gres/gpu" for p in card):
+        lines.append("  A GPU type or MIG profile without a price of its own: the gres/gpu price times "
+                     "its share of a card.")
+    return lines
+
+
 def footer(rep: dict[str, Any]) -> list[str]:
     cur = rep.get("currency") or ""
     p = rep["period"]
@@ -98,6 +127,8 @@ def footer(rep: dict[str, Any]) -> list[str]:
     for f in rep.get("flags", []):
         lines.append(f"Flag: job {f['job_id']} run {f['run']} ({f['account']}/{f['user']}) held GPUs at 0% "
                      f"for {f['gpu_zero_max_s'] / 3600:.1f} h")
+    if "rate_card" in rep:
+        lines += rate_card_lines(rep)
     return lines
 
 
@@ -128,15 +159,35 @@ def render_table(rep: dict[str, Any]) -> str:
 def render_csv(rep: dict[str, Any]) -> str:
     """CSV: a header of column names, one line per row, a TOTAL line. Numbers unformatted
     (hours as decimals, money with two places, percentages as numbers under a header
-    ending in "(%)")."""
+    ending in "(%)"). Every line, TOTAL included, ends with the columns period_start,
+    period_end (exclusive), counted_up_to (ISO 8601, UTC) and currency. Then, after one
+    empty line, the rate card: a header tres,per_hour,currency,valid_from,valid_to,
+    applied_from,applied_to (valid_to exclusive, empty = open-ended; applied_* = the part
+    of the period it was used for) and one line per price."""
     cols = columns(rep)
+    p = rep["period"]
+    tail = [_iso(p["start"]), _iso(p["end"]), _iso(p.get("upto", p["end"])), rep.get("currency") or ""]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow([f"{h} (%)" if k in PERCENT else h for k, h in cols])
+    w.writerow([f"{h} (%)" if k in PERCENT else h for k, h in cols] + list(CSV_PERIOD_COLS))
     for r in rep["rows"]:
-        w.writerow(["" if _cell(r, k) is None else _cell(r, k) for k, _ in cols])
+        w.writerow(["" if _cell(r, k) is None else _cell(r, k) for k, _ in cols] + tail)
     tot = _total_row(rep)
     ngroup = len(rep["group_by"])
     w.writerow(["TOTAL" if i == 0 else "" for i in range(ngroup)]
-               + ["" if _cell(tot, k) is None else _cell(tot, k) for k, _ in cols[ngroup:]])
+               + ["" if _cell(tot, k) is None else _cell(tot, k) for k, _ in cols[ngroup:]] + tail)
+    if "rate_card" in rep:
+        w.writerow([])
+        w.writerow(RATE_CARD_COLS)
+        for price in rep["rate_card"]:
+            w.writerow([price["tres"], price["per_hour"], price["currency"]]
+                       + ["" if price.get(k) is None else _iso(price[k]) for k in RATE_CARD_COLS[3:]])
     return buf.getvalue()
+
+
+CSV_PERIOD_COLS = ("period_start", "period_end", "counted_up_to", "currency")
+RATE_CARD_COLS = ("tres", "per_hour", "currency", "valid_from", "valid_to", "applied_from", "applied_to")
+
+
+def _iso(ts: float) -> str:
+    return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

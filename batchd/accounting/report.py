@@ -122,7 +122,10 @@ def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str
     they do not hold yet, so that `--end now` includes the current partial hour; its
     `period.end` is then that end, not an hour). `group_by` is a subset of GROUPS, in the caller's order (default account).
     `daily` adds {"daily": {"YYYY-MM-DD": {account: GPU-hours}}} (the HTML chart),
-    `raw` adds per row "tres_s" (TRES-seconds) and "capacity" (sreport)."""
+    `raw` adds per row "tres_s" (TRES-seconds) and "capacity" (sreport).
+    "rate_card" lists the prices the bill used (in force in [start, upto)): each
+    price's own fields (as GET /v1/prices) and applied_from/applied_to, the first
+    second it was used and the end of the last."""
     start = start - start % HOUR_S
     shown_end = end - end % HOUR_S
     if end % HOUR_S and end >= math.floor(now):  # the open hour: counted up to now
@@ -263,6 +266,7 @@ def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str
     out: dict[str, Any] = {
         "period": {"start": start, "end": shown_end, "upto": upto},
         "currency": book.currency,
+        "rate_card": [dict(p.to_json(), applied_from=a, applied_to=b) for p, a, b in book.in_force(start, upto)],
         "group_by": group_by,
         "rows": rows,
         "idle_gpu_hours": _hours(idle_s),

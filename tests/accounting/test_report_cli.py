@@ -86,7 +86,8 @@ def test_price_set_list_and_report_formats(daemon, store):
     assert table.splitlines()[0].split()[:2] == ["Account", "GPU-h"]
 
     rows = list(csv.reader(io.StringIO(r.invoke(report_cmd, ["--month", "2026-10", "--csv"]).output)))
-    assert rows[0][0] == "Account" and rows[-1][0] == "TOTAL" and "30.48" in rows[-1]
+    bill = rows[:rows.index([])]  # the bill, then the rate card after an empty line
+    assert bill[0][0] == "Account" and bill[-1][0] == "TOTAL" and "30.48" in bill[-1]
 
     by = json.loads(r.invoke(report_cmd, ["--month", "2026-10", "--by", "user,gpu-type", "--json",
                                           "--account", "nlp"]).output)
@@ -257,3 +258,47 @@ def test_percentages_say_they_are_percentages(daemon, store):
     assert v["quota_used_pct"] == 0.67 and v["gpu_efficiency_pct"] == 80.0
     html = r.invoke(report_cmd, ["--month", "2026-10", "--html"]).output
     assert "<th>Quota used</th>" in html and '<td class="n">80.0%</td>' in html
+
+
+def test_csv_carries_period_and_currency_and_every_format_shows_the_rate_card(daemon, store):
+    """The prices in force in October only: one ended in September, one superseded
+    before October and one starting in November are not on the card."""
+    _setup(store)
+    r = CliRunner()
+    for args in (["gres/gpu:h200", "2.00", "--from", "2025-01-01"],   # superseded by 2.50 from 2026-01-01
+                 ["gres/gpu:h200", "2.50", "--from", "2026-01-01"],
+                 ["gres/gpu:h200", "3.00", "--from", "2026-10-16"],
+                 ["cpu", "0.01", "--from", "2026-01-01", "--to", "2026-09-30"],  # ends before October
+                 ["gres/gpu", "1.00", "--from", "2026-11-01"]):                  # starts after it
+        res = r.invoke(price_cmd, ["set", *args, "--currency", "EUR"])
+        assert res.exit_code == 0, res.output
+    js = json.loads(r.invoke(report_cmd, ["--month", "2026-10", "--json"]).output)
+    assert js["rate_card"] == [
+        {"tres": "gres/gpu:h200", "per_hour": "2.50", "currency": "EUR", "valid_from": ts("2026-01-01"),
+         "valid_to": None, "applied_from": ts("2026-10-01"), "applied_to": ts("2026-10-16")},
+        {"tres": "gres/gpu:h200", "per_hour": "3.00", "currency": "EUR", "valid_from": ts("2026-10-16"),
+         "valid_to": None, "applied_from": ts("2026-10-16"), "applied_to": ts("2026-11-01")}]
+    assert js["totals"]["cost"] == "30.00" and js["reconciled"]  # (10 + 2) GPU-h x 2.50, all before the 16th
+
+    rows = list(csv.reader(io.StringIO(r.invoke(report_cmd, ["--month", "2026-10", "--csv"]).output)))
+    gap = rows.index([])
+    head, bill, card = rows[0], rows[1:gap], rows[gap + 1:]
+    assert head[-4:] == ["period_start", "period_end", "counted_up_to", "currency"]
+    assert [x[0] for x in bill] == ["nlp", "vision", "TOTAL"]
+    for line in bill:
+        assert len(line) == len(head)
+        assert line[-4:] == ["2026-10-01T00:00:00Z", "2026-11-01T00:00:00Z", "2026-11-01T00:00:00Z", "EUR"]
+    assert card == [["tres", "per_hour", "currency", "valid_from", "valid_to", "applied_from", "applied_to"],
+                    ["gres/gpu:h200", "2.50", "EUR", "2026-01-01T00:00:00Z", "", "2026-10-01T00:00:00Z",
+                     "2026-10-16T00:00:00Z"],
+                    ["gres/gpu:h200", "3.00", "EUR", "2026-10-16T00:00:00Z", "", "2026-10-16T00:00:00Z",
+                     "2026-11-01T00:00:00Z"]]
+
+    table = r.invoke(report_cmd, ["--month", "2026-10"]).output.splitlines()
+    at = next(i for i, x in enumerate(table) if x.startswith("Rate card (per unit-hour"))
+    assert [x.split()[:6] for x in table[at + 1:at + 3]] == [
+        ["gres/gpu:h200", "2.50", "EUR", "valid", "from", "2026-01-01"],
+        ["gres/gpu:h200", "3.00", "EUR", "valid", "from", "2026-10-16"]]
+    assert table[at + 1].split()[-4:] == ["applied", "2026-10-01", "-", "2026-10-16"]
+    html = r.invoke(report_cmd, ["--month", "2026-10", "--html"]).output
+    assert "gres/gpu:h200  3.00 EUR" in html
