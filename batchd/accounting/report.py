@@ -120,7 +120,8 @@ def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str
     does, except an end at or after `now` that is not on an hour: that period reaches the
     open hour and counts it up to now, from the rollups and the records and RUNNING jobs
     they do not hold yet, so that `--end now` includes the current partial hour; its
-    `period.end` is then that end, not an hour). `group_by` is a subset of GROUPS, in the caller's order (default account).
+    `period.end` is then that end, not an hour). `group_by` is a subset of GROUPS, in the
+    caller's order (default account).
     `daily` adds {"daily": {"YYYY-MM-DD": {account: GPU-hours}}} (the HTML chart),
     `raw` adds per row "tres_s" (TRES-seconds) and "capacity" (sreport).
     "rate_card" lists the prices the bill used (in force in [start, upto)): each
