@@ -28,7 +28,12 @@ class DaemonError(Exception):
 
 
 class Unreachable(Exception):
-    """No daemon answers on the socket."""
+    """No daemon answers on the socket. `sent`: whether the request may have reached the
+    daemon (False when the connect itself failed, so nothing can have been handled)."""
+
+    def __init__(self, message, sent=True):
+        super().__init__(message)
+        self.sent = sent
 
 
 def socket_path():
@@ -115,12 +120,12 @@ def request(method, path, body=None, query=None, timeout=60.0):
         except (ConnectionRefusedError, BlockingIOError) as e:
             why = e
         except OSError as e:
-            raise Unreachable(f"cannot reach the batchd daemon at {sp}: {e.strerror or e}") from None
+            raise Unreachable(f"cannot reach the batchd daemon at {sp}: {e.strerror or e}", sent=False) from None
         now = time.monotonic()
         give_up = give_up or now + RETRY_S
         if now + pause > give_up:
             if why is not None:
-                raise Unreachable(f"cannot reach the batchd daemon at {sp}: {why.strerror or why}") from None
+                raise Unreachable(f"cannot reach the batchd daemon at {sp}: {why.strerror or why}", sent=False) from None
             break
         # a spread of pauses (from the clock's low digits) so that a burst of refused clients
         # does not come back all at once
@@ -159,8 +164,6 @@ def call(prog, method, path, body=None, query=None):
 # ---------------------------------------------------------------------- submissions
 #: How long a submission whose reply was lost waits for the daemon to come back (s).
 SUBMIT_RETRY_S = 20.0
-#: `request` raises Unreachable with this prefix only when nothing reached the daemon.
-_NOT_SENT = "cannot reach"
 
 
 def new_submit_token():
@@ -185,7 +188,7 @@ def submit_job(spec, send=None, retry_s=None):
     try:
         return send("POST", "/v1/jobs", body), False
     except Unreachable as e:
-        if str(e).startswith(_NOT_SENT) or not (spec.get("submit_token") or spec.get("test_only")):
+        if not e.sent or not (spec.get("submit_token") or spec.get("test_only")):
             raise
         first = e
     import time as _time  # already loaded by `request`'s retries; kept local to this path
