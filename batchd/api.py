@@ -15,7 +15,6 @@ case the request's transaction was rolled back: nothing was changed.
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from urllib.parse import parse_qsl, urlsplit
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from batchd import accounts, steps
+from batchd import accounts, faults, steps
 from batchd.errors import BatchdError, InvalidRequest, NotFound
 from batchd.explain import explain
 from batchd.service import Caller, Service
@@ -111,11 +110,11 @@ def db_error_code(e: BaseException) -> str:
     if isinstance(e, PoolTimeout):
         return "DatabaseBusy"
     orig = getattr(e, "orig", None) or e
-    text = str(orig).lower()
     sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None) or ""
-    if sqlstate == "53100" or "disk is full" in text or "no space left on device" in text:
+    why = faults.cause(e)  # the drivers' words for a full disk or a lock, as the loops read them
+    if sqlstate == "53100" or why == faults.NO_SPACE:
         return "DiskFull"
-    if sqlstate in _PG_BUSY or "database is locked" in text or "lock timeout" in text:
+    if sqlstate in _PG_BUSY or why == faults.LOCK_TIMEOUT:
         return "DatabaseBusy"
     if isinstance(e, IntegrityError):
         return "DatabaseConflict"
@@ -146,7 +145,7 @@ def handle(service: Service, caller: Caller, method: str, target: str, raw_body:
                   str(e).splitlines()[0] if str(e) else type(e).__name__)
         return 503, {"error": {"code": code, "exit": 1, "message": DB_ERRORS[code]}}
     except OSError as e:
-        if e.errno == errno.ENOSPC:
+        if faults.cause(e) == faults.NO_SPACE:
             log.error("disk full method=%s path=%s error=%s", method, parts.path, e)
             return 503, {"error": {"code": "DiskFull", "exit": 1,
                                    "message": "a disk of the batchd daemon is full (no space left on device); "
