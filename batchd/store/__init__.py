@@ -26,6 +26,7 @@ from batchd.store.tables import (
     AuditRow,
     JobRow,
     Meta,
+    NodeEvent,
     NodeRow,
     UsageRecord,
     UsageState,
@@ -306,34 +307,57 @@ class Store:
     # ------------------------------------------------------------------ nodes
     def upsert_node(self, node: Node) -> None:
         """Register or refresh a node's inventory and heartbeat; an admin-set state
-        (DRAIN, DOWN with a reason) is kept."""
+        (DRAIN, DOWN with a reason) is kept. A new node is registered at its heartbeat
+        time; registration and state changes are recorded in `node_events`."""
         with self.tx() as s:
             row = s.get(NodeRow, node.name)
             if row is None:
-                s.add(NodeRow(**node.__dict__))
+                s.add(NodeRow(**node.__dict__, registered=node.heartbeat))
+                s.add(NodeEvent(node=node.name, time=node.heartbeat, state=node.state, reason=node.reason))
             else:
                 row.cpus, row.memory_mb, row.gpus, row.heartbeat = (node.cpus, node.memory_mb, node.gpus,
                                                                     node.heartbeat)
                 if row.state == "DOWN" and row.reason in (None, "", NOT_RESPONDING):
                     row.state, row.reason = "IDLE", None
+                    s.add(NodeEvent(node=node.name, time=node.heartbeat, state="IDLE", reason=None))
 
     def heartbeat(self, names: list[str], now: float) -> None:
         """The agent of these nodes is alive; a node that was DOWN only for not
         responding comes back (an admin's DOWN/DRAIN with another reason stays)."""
         with self.tx() as s:
             s.execute(update(NodeRow).where(NodeRow.name.in_(names)).values(heartbeat=now))
-            s.execute(update(NodeRow).where(NodeRow.name.in_(names), NodeRow.state == "DOWN",
-                                            NodeRow.reason == NOT_RESPONDING).values(state="IDLE", reason=None))
+            back = list(s.scalars(update(NodeRow).where(NodeRow.name.in_(names), NodeRow.state == "DOWN",
+                                                        NodeRow.reason == NOT_RESPONDING)
+                                  .values(state="IDLE", reason=None).returning(NodeRow.name)))
+            for name in back:
+                s.add(NodeEvent(node=name, time=now, state="IDLE", reason=None))
 
-    def set_node_state(self, name: str, state: str, reason: str | None, uid: int) -> bool:
+    def set_node_state(self, name: str, state: str, reason: str | None, uid: int,
+                       now: float | None = None) -> bool:
+        """Set a node's state (audited; a change of state is recorded in `node_events`
+        at `now`, default the clock)."""
         with self.tx() as s:
             row = s.get(NodeRow, name)
             if row is None:
                 return False
+            t = time.time() if now is None else now
+            if row.state != state:
+                s.add(NodeEvent(node=name, time=t, state=state, reason=reason))
             row.state, row.reason = state, reason
-            s.add(AuditRow(time=time.time(), uid=uid, action="node.state",
+            s.add(AuditRow(time=t, uid=uid, action="node.state",
                            detail=json.dumps({"node": name, "state": state, "reason": reason})))
             return True
+
+    def node_history(self) -> list[tuple[str, float, list[Any], list[tuple[float, str]]]]:
+        """Per node (by name): its registration time, GPU inventory and state changes
+        [(time, state)] in time order. Nodes deleted from the table are not listed."""
+        with self.tx() as s:
+            nodes = [(r.name, r.registered, r.gpus) for r in s.scalars(select(NodeRow).order_by(NodeRow.name))]
+            events: dict[str, list[tuple[float, str]]] = {}
+            for n, t, st in s.execute(select(NodeEvent.node, NodeEvent.time, NodeEvent.state)
+                                      .order_by(NodeEvent.node, NodeEvent.time, NodeEvent.id)):
+                events.setdefault(n, []).append((float(t), st))
+        return [(n, float(reg), list(g or []), events.get(n, [])) for n, reg, g in nodes]
 
     def list_nodes(self) -> list[Node]:
         with self.tx() as s:

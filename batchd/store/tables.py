@@ -166,6 +166,21 @@ class NodeRow(Base):
     memory_mb: Mapped[int] = mapped_column(Integer, nullable=False)
     gpus: Mapped[list[Any]] = mapped_column(JSON, nullable=False)
     heartbeat: Mapped[float] = mapped_column(Float, nullable=False)
+    # when the node first registered: its capacity counts in reports from then on
+    registered: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+class NodeEvent(Base):
+    """A node's state changes (registration included), for the report's down GPU-time:
+    the node was in `state` from `time` until its next event. Written in the same
+    transaction as the change."""
+    __tablename__ = "node_events"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    node: Mapped[str] = mapped_column(String(64), nullable=False)
+    time: Mapped[float] = mapped_column(Float, nullable=False)
+    state: Mapped[str] = mapped_column(String(16), nullable=False)
+    reason: Mapped[str | None] = mapped_column(String(200))
+    __table_args__ = (Index("ix_node_events_node_time", "node", "time"),)
 
 
 class UsageState(Base):
