@@ -18,9 +18,11 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
+from batchd.accounting.borrow import GpuRun, borrowing, capacity_by_hour, node_intervals, over_quota, up_steps
 from batchd.accounting.charge import CENT, charge_counts, run_seconds, to_money, unit_price
 from batchd.accounting.prices import HOUR_S, PriceBook
 from batchd.accounting.rollup import Key, add_run
+from batchd.accounting.zones import zone_of
 from batchd.store import Store
 from batchd.store import accounting as sql
 from batchd.tres import parse_tres
@@ -51,6 +53,62 @@ def capacity_of(store: Store) -> dict[str, float]:
     return dict(cap)
 
 
+def node_capacity(gpus: list[Any]) -> dict[str, float]:
+    """One node's GPU capacity from its device list: {"gres/gpu": n, "gres/gpu:TYPE": n}
+    (a MIG-mode GPU as in `capacity_of`). The report sums it over nodes while each
+    existed; the one place a GPU's share of capacity is decided for that sum."""
+    cap: dict[str, float] = defaultdict(float)
+    for g in gpus or []:
+        if not isinstance(g, dict):
+            continue
+        c = float(g.get("count", 1)) if "count" in g else 1.0
+        cap["gres/gpu"] += c
+        migs = [m for m in g.get("mig") or [] if isinstance(m, dict)]
+        if migs:
+            for m in migs:
+                cap[f"gres/gpu:{m.get('profile') or 'mig'}"] += 1.0
+        else:
+            cap[f"gres/gpu:{g.get('type') or 'gpu'}"] += c
+    return dict(cap)
+
+
+def _gpu_run(run: Run) -> GpuRun:
+    """An unrolled record or running job as a GPU run of the borrowing sweep."""
+    s, e = run_seconds(run[0], run[1])
+    counts = charge_counts(run[2], run[3])
+    types = {t[9:]: v for t, v in counts.items() if t.startswith("gres/gpu:")}
+    return (run[4], s, e, counts.get("gres/gpu", 0.0), types)
+
+
+def _account_costs(store: Store, book: PriceBook, segments: list[tuple[int, int]],
+                   extra: dict[Key, float], accounts: list[str] | None) -> dict[tuple[str, str], Fraction]:
+    """Exact cost per (account, user) over every user of the accounts (the denominators
+    of `account_share_pct`)."""
+    out: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
+    for idx, (acct, usr), tres, amount in sql.rollup_sums(store, segments, ["account", "user"], accounts, None):
+        p = unit_price(book, tres, segments[idx][0])
+        if p:
+            out[(acct, usr)] += p * Fraction(amount)
+    for key, v in extra.items():
+        if accounts and key[1] not in accounts:
+            continue
+        p = unit_price(book, key[5], key[0])
+        if p:
+            out[(key[1], key[2])] += p * Fraction(v)
+    return out
+
+
+def _share_pct(cost: Fraction, row: dict[str, Any], by_au: dict[tuple[str, str], Fraction]) -> float | None:
+    """The row's exact cost as a % of its account's whole cost (all users); a row of a
+    user without the account column: of the accounts that user was charged in."""
+    if "account" in row:
+        accts = {row["account"]}
+    else:
+        accts = {a for (a, u), c in by_au.items() if u == row["user"] and c}
+    denom = sum((c for (a, _u), c in by_au.items() if a in accts), Fraction(0))
+    return round(float(100 * cost / denom), 2) if denom else None
+
+
 def _hours(x: float) -> float:
     return round(x / HOUR_S, 6)
 
@@ -74,7 +132,7 @@ def _allocate_cents(exact: list[Fraction], total: Decimal) -> list[Decimal]:
     return [Decimal(c) * CENT for c in cents]
 
 
-Run = tuple[float, float, dict[str, Any], float]  # start_time, end_time, tres, billing
+Run = tuple[float, float, dict[str, Any], float, str]  # start_time, end_time, tres, billing, account
 
 
 def _extra_runs(store: Store, start: int, end: int, now: float, accounts: set[str] | None,
@@ -88,7 +146,7 @@ def _extra_runs(store: Store, start: int, end: int, now: float, accounts: set[st
             continue
         add_run(sums, r.account, r.user, r.node_list, r.tres, r.billing, r.start_time, r.end_time,
                 r.gpu_util_pct, (start, end))
-        runs.append((r.start_time, r.end_time, r.tres, r.billing))
+        runs.append((r.start_time, r.end_time, r.tres, r.billing, r.account))
     for j in sql.running_jobs(store):
         if (accounts and j["account"] not in accounts) or (users and j["user"] not in users):
             continue
@@ -96,7 +154,7 @@ def _extra_runs(store: Store, start: int, end: int, now: float, accounts: set[st
         tres.pop("billing", None)
         add_run(sums, j["account"], j["user"], j["node_list"], tres, j["billing"], j["start_time"], now,
                 None, (start, end))
-        runs.append((j["start_time"], now, tres, j["billing"]))
+        runs.append((j["start_time"], now, tres, j["billing"], j["account"]))
     return sums, runs
 
 
@@ -115,7 +173,8 @@ def build_report(store: Store, **kw: Any) -> dict[str, Any]:
 def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str] | None = None,
            accounts: list[str] | None = None, users: list[str] | None = None,
            spread_idle: bool = False, capacity: dict[str, float] | None = None,
-           zero_gpu_s: float = 3600.0, daily: bool = False, raw: bool = False) -> dict[str, Any]:
+           zero_gpu_s: float = 3600.0, daily: bool = False, raw: bool = False,
+           tz: str = "UTC") -> dict[str, Any]:
     """The report over [start, end) (unix seconds; rounded down to whole hours, as sreport
     does, except an end at or after `now` that is not on an hour: that period reaches the
     open hour and counts it up to now, from the rollups and the records and RUNNING jobs
@@ -168,7 +227,7 @@ def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str
     for run in extra_list:
         jobs_exact += _run_cost(book, segments, run)
 
-    # ---- per hour: borrowed GPU-hours, idle capacity, daily chart
+    # ---- capacity while it existed (node registration), down time, idle, per hour
     hourly = sql.hourly_gpu(store, start, end, accounts, users)
     hourly += [(k[0], k[1], k[5], v) for k, v in extra.items() if k[5].startswith("gres/gpu")]
     acct_list = store.list_accounts()
@@ -176,39 +235,66 @@ def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str
     cap = capacity if capacity is not None else capacity_of(store)
     if accts or usrs:
         all_hourly = sql.hourly_gpu(store, start, end)
-        all_extra, _ = _extra_runs(store, start, end, now, None, None)
+        all_extra, all_runs = _extra_runs(store, start, end, now, None, None)
         all_hourly += [(k[0], k[1], k[5], v) for k, v in all_extra.items() if k[5].startswith("gres/gpu")]
     else:
-        all_hourly = hourly
+        all_hourly, all_extra, all_runs = hourly, extra, extra_list
+    if capacity is None:
+        history = store.node_history()
+        t0 = min((h[1] for h in history if node_capacity(h[2])), default=None)
+        intervals = node_intervals(history, start, upto, node_capacity)
+    else:  # a capacity given: it existed, up, over the whole period
+        t0 = float(start)
+        intervals = [(start, upto, False, dict(capacity))] if upto > start else []
+    have, down = capacity_by_hour(intervals)
+    types = sorted({t for *_, c in intervals for t in c if t.startswith("gres/gpu:")})
     used_by_hour: dict[tuple[int, str], float] = defaultdict(float)  # (hour, tres) cluster-wide
     for h, _a, t, v in all_hourly:
         used_by_hour[(h, t)] += v
-    idle_s = 0.0
-    idle_exact = Fraction(0)
+    idle_s = down_s = cap_s = 0.0
+    idle_exact = down_exact = Fraction(0)
     for h in range(start, upto, HOUR_S):
-        secs = min(h + HOUR_S, upto) - h
-        idle_s += max(0.0, cap.get("gres/gpu", 0.0) * secs - used_by_hour.get((h, "gres/gpu"), 0.0))
-        for t, c in cap.items():
-            if t.startswith("gres/gpu:"):
-                free = max(0.0, c * secs - used_by_hour.get((h, t), 0.0))
-                p = unit_price(book, t, h)
-                if p and free:
-                    idle_exact += p * Fraction(free)
-    acct_hour: dict[tuple[str, int], float] = defaultdict(float)   # (account, hour)
-    type_hour: dict[tuple[str, str, int], float] = defaultdict(float)  # (account, gpu type, hour)
-    for h, acct, t, v in hourly:
-        if t == "gres/gpu":
-            acct_hour[(acct, h)] += v
-        elif t.startswith("gres/gpu:"):
-            type_hour[(acct, t[9:], h)] += v
+        g_have, g_down = have.get((h, "gres/gpu"), 0.0), down.get((h, "gres/gpu"), 0.0)
+        cap_s += g_have
+        down_s += g_down
+        idle_s += max(0.0, g_have - g_down - used_by_hour.get((h, "gres/gpu"), 0.0))
+        for t in types:
+            p = unit_price(book, t, h)
+            if not p:
+                continue
+            t_down = down.get((h, t), 0.0)
+            free = max(0.0, have.get((h, t), 0.0) - t_down - used_by_hour.get((h, t), 0.0))
+            idle_exact += p * Fraction(free)
+            down_exact += p * Fraction(t_down)
+    # quotas count from the first node registration (t0) on: no capacity, no guarantee
+    quota_s = max(0, upto - max(start, math.ceil(t0))) if t0 is not None else 0
     # --by account,gpu-type: a row's quota is the account's quota for that GPU model
     # (`gres/gpu:TYPE`, Kueue's per-flavor quota), where the account sets one
     by_type = sorted(group_by) == ["account", "gpu_type"]
     type_quota = {(a.name, r[9:]): float(v.get("quota", 0) or 0) for a in acct_list
                   for r, v in a.resources.items() if r.startswith("gres/gpu:") and "quota" in v}
 
-    # ---- rows
+    # ---- borrowed and lent GPU-time, to the second (see batchd.accounting.borrow)
     only_account = group_by == ["account"]
+    borrowed_s: dict[str, float] = {}
+    lent_s: dict[str, float] = {}
+    type_over: dict[Any, float] = {}
+    if only_account:
+        if any(q > 0 for q in quota.values()):
+            runs = sql.gpu_runs(store, start, upto) + [_gpu_run(r) for r in all_runs]
+            borrowed_s, lent_s = borrowing(runs, quota, t0, start, upto, up_steps(intervals))
+        else:  # no quota anywhere: every GPU-second an account holds is borrowed
+            for h, acct, t, v in all_hourly:
+                if t == "gres/gpu" and h < upto and quota.get(acct, 0.0) >= 0:
+                    borrowed_s[acct] = borrowed_s.get(acct, 0.0) + v
+    elif by_type and type_quota:
+        runs = sql.gpu_runs(store, start, upto, list(accts) if accts else None, typed=True)
+        runs += [_gpu_run(r) for r in all_runs]
+        steps = [((a, gt), s, e, n) for a, s, e, _n, ty in runs for gt, n in ty.items()]
+        type_over = over_quota(steps, type_quota, t0, start, upto)
+    share_of = _account_costs(store, book, segments, all_extra, accounts) if "user" in group_by else None
+
+    # ---- rows
     if only_account and not usrs:
         for name, q in quota.items():
             if q > 0 and (not accts or name in accts):
@@ -227,23 +313,24 @@ def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str
         row["cpu_hours"] = _hours(a.get("cpu", 0.0))
         row["billing"] = _hours(a.get("billing", 0.0))
         row["cost"] = str(cost)
+        if share_of is not None:
+            row["account_share_pct"] = _share_pct(costs[gvals], row, share_of)
         if only_account or (by_type and (row["account"], row["gpu_type"]) in type_quota):
             if only_account:
                 q = quota.get(gvals[0], 0.0)
-                used = [acct_hour.get((gvals[0], h), 0.0) for h in range(start, upto, HOUR_S)]
+                over = borrowed_s.get(gvals[0], 0.0)
             else:
                 q = type_quota[(row["account"], row["gpu_type"])]
-                used = [type_hour.get((row["account"], row["gpu_type"], h), 0.0) for h in range(start, upto, HOUR_S)]
+                over = type_over.get((row["account"], row["gpu_type"]), 0.0)
             if q < 0:
                 row.update(quota_gpu_hours=None, quota_used_pct=None, borrowed_gpu_hours=0.0)
             else:
-                qh = q * (upto - start) / HOUR_S
+                qh = q * quota_s / HOUR_S
                 row["quota_gpu_hours"] = round(qh, 6)
                 row["quota_used_pct"] = round(100.0 * row["gpu_hours"] / qh, 2) if qh else None
-                borrowed = 0.0
-                for h, u in zip(range(start, upto, HOUR_S), used, strict=True):
-                    borrowed += max(0.0, u - q * (min(h + HOUR_S, upto) - h))
-                row["borrowed_gpu_hours"] = _hours(borrowed)
+                row["borrowed_gpu_hours"] = _hours(over)
+            if only_account:
+                row["lent_gpu_hours"] = _hours(lent_s.get(gvals[0], 0.0))
         measured = a.get("gpu_measured", 0.0)
         row["gpu_efficiency_pct"] = round(100.0 * a.get("gpu_busy", 0.0) / measured, 1) if measured else None
         if raw:
@@ -265,14 +352,16 @@ def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str
 
     jobs_total = to_money(jobs_exact)
     out: dict[str, Any] = {
-        "period": {"start": start, "end": shown_end, "upto": upto},
+        "period": {"start": start, "end": shown_end, "upto": upto, "tz": tz},
         "currency": book.currency,
         "rate_card": [dict(p.to_json(), applied_from=a, applied_to=b) for p, a, b in book.in_force(start, upto)],
         "group_by": group_by,
         "rows": rows,
         "idle_gpu_hours": _hours(idle_s),
         "idle_cost": str(idle_cost),
-        "capacity_gpu_hours": _hours(cap.get("gres/gpu", 0.0) * (upto - start)),
+        "capacity_gpu_hours": _hours(cap_s),
+        "down_gpu_hours": _hours(down_s),
+        "down_cost": str(to_money(down_exact)),
         "totals": {"gpu_hours": _hours(sum(r["gpu_hours"] for r in rows) * HOUR_S),
                    "cpu_hours": round(sum(r["cpu_hours"] for r in rows), 6),
                    "billing": round(sum(r["billing"] for r in rows), 6),
@@ -285,11 +374,12 @@ def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str
     }
     if spread_idle:
         out["totals"]["cost_with_idle"] = str(total + (idle_cost if rows and only_account else 0))
-    if daily:
+    if daily:  # local days of `tz`: an hour counts on the day it starts in
+        zone = zone_of(tz)
         days: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         for h, acct, t, v in hourly:
             if t == "gres/gpu":
-                d = _dt.datetime.fromtimestamp(h, _dt.UTC).strftime("%Y-%m-%d")
+                d = _dt.datetime.fromtimestamp(h, zone).strftime("%Y-%m-%d")
                 days[d][acct] += v / HOUR_S
         out["daily"] = {d: {n: round(v, 4) for n, v in sorted(x.items())} for d, x in sorted(days.items())}
     if raw:

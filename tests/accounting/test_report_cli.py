@@ -228,7 +228,7 @@ def test_end_now_includes_the_current_partial_hour(daemon, store, monkeypatch):
         (row,) = js["rows"]
         assert abs(row["gpu_hours"] - want_h) < 1e-6, js
         assert js["totals"]["cost"] == js["jobs_cost"] == "5.92" and js["reconciled"]  # 2.3667 h x 2.50
-        assert js["period"] == {"start": ts("2026-12-01"), "end": NOW, "upto": NOW}
+        assert js["period"] == {"start": ts("2026-12-01"), "end": NOW, "upto": NOW, "tz": "UTC"}
         assert js["running_included"] == 2
         assert abs(js["capacity_gpu_hours"] - 4 * (18 + 52 / 60)) < 1e-6
         assert abs(js["idle_gpu_hours"] - (4 * (18 + 52 / 60) - want_h)) < 1e-6
