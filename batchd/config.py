@@ -28,6 +28,8 @@ Layout (every key optional unless marked):
     [priority]    the policy keys of batchd.priority (weight_age, decay_half_life_s, ...)
     [accounting]  tres_billing_weights = "CPU=1.0,Mem=0.25G,GRES/gpu=2.0", sample_interval_s = 30,
                   rollup_interval_s = 300, zero_gpu_flag_s = 3600
+    [report]      timezone = "UTC": the IANA zone (zoneinfo) of `batchd report`'s month and day
+                  boundaries when the command gives no --tz; an unknown zone is refused
     [limits]      what one client may ask of the daemon (batchd.config.LIMITS):
                   max_connections = 512 (open API connections in all), max_connections_per_user = 64
                   (one over either cap gets a quick 503 TooManyConnections), request_timeout_s = 5
@@ -123,6 +125,7 @@ class Config:
     gpu_aliases: dict[str, str] = field(default_factory=dict)
     accounts_file: str | None = None
     accounting: dict[str, Any] = field(default_factory=dict)
+    report_timezone: str = "UTC"  # [report] timezone: month/day boundaries of `batchd report`
     database_password_file: str | None = None
     dev: bool = False
     limits: dict[str, Any] = field(default_factory=lambda: {k: d for k, (d, _) in LIMITS.items()})
@@ -243,7 +246,7 @@ def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
     known = {"cluster_name", "state_dir", "database_url", "socket", "admin_group", "gpu_env",
              "shard_per_gpu", "accounts", "database_password_file", "isolation", "mps",
              "scheduler", "priority", "accounting", "gpu_aliases", "limits", "partition",
-             "node", "qos"}
+             "node", "qos", "report"}
     for k in data:
         if k not in known:
             raise _fail(path, k, "unknown key")
@@ -317,6 +320,19 @@ def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
         except ValueError as e:
             raise _fail(path, "accounting.tres_billing_weights", str(e)) from None
         cfg.tres_billing_weights = w
+    rep = data.get("report", {})
+    if not isinstance(rep, dict):
+        raise _fail(path, "report", "must be a table")
+    for k, v in rep.items():
+        if k != "timezone":
+            raise _fail(path, f"report.{k}", "unknown key")
+        from batchd.accounting.zones import UnknownZone, zone_of
+
+        try:
+            zone_of(_str(path, "report.timezone", v))
+        except UnknownZone as e:
+            raise _fail(path, "report.timezone", str(e)) from None
+        cfg.report_timezone = v
 
     nodes = data.get("node", [])
     if not isinstance(nodes, list) or not nodes:

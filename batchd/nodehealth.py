@@ -31,7 +31,7 @@ def check_nodes(cfg: Config, store: Store, now: float) -> list[str]:
     down = []
     for n in store.list_nodes():
         if n.state != "DOWN" and now - n.heartbeat > timeout:
-            store.set_node_state(n.name, "DOWN", NOT_RESPONDING, uid=0)
+            store.set_node_state(n.name, "DOWN", NOT_RESPONDING, uid=0, now=now)
             log.warning("node down node=%s last_heartbeat_s=%.0f", n.name, now - n.heartbeat)
             down.append(n.name)
     if down:

@@ -147,7 +147,7 @@ _batchd() {
             esac
             ;;
         report)
-            _batchd_simple "--month --start --end --by --account --user --spread-idle --zero-gpu --csv --json --html -o --output --help" ""
+            _batchd_simple "--month --start --end --tz --by --account --user --spread-idle --zero-gpu --csv --json --html -o --output --help" ""
             ;;
         serve)
             _batchd_simple "--config --dev --node --log-level --help" ""

@@ -11,11 +11,20 @@ from typing import Any
 LABELS = {"account": "Account", "user": "User", "gpu_type": "GPU type", "node": "Node"}
 # the percentages: the table and HTML print "83.3%" under these headers, the CSV the
 # plain number under "<header> (%)"
-PERCENT = {"quota_used_pct": "Quota used", "gpu_efficiency_pct": "GPU eff"}
+PERCENT = {"quota_used_pct": "Quota used", "gpu_efficiency_pct": "GPU eff", "account_share_pct": "Acct share"}
 
 
-def fmt_time(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+def fmt_time(ts: float, tz: str = "UTC") -> str:
+    """Unix seconds as local time of the IANA zone `tz` (default UTC), without the zone."""
+    zone: _dt.tzinfo = _dt.UTC
+    if tz and tz != "UTC":
+        try:
+            from zoneinfo import ZoneInfo
+
+            zone = ZoneInfo(tz)
+        except (ValueError, KeyError, OSError):
+            zone = _dt.UTC
+    return _dt.datetime.fromtimestamp(ts, zone).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def _num(v: Any, places: int = 2) -> str:
@@ -52,6 +61,10 @@ def columns(rep: dict[str, Any]) -> list[tuple[str, str]]:
     if any("quota_gpu_hours" in r for r in rep["rows"]):
         cols += [("quota_gpu_hours", "Quota GPU-h"), ("quota_used_pct", PERCENT["quota_used_pct"]),
                  ("borrowed_gpu_hours", "Borrowed GPU-h")]
+    if any("lent_gpu_hours" in r for r in rep["rows"]):
+        cols.append(("lent_gpu_hours", "Lent GPU-h"))
+    if any("account_share_pct" in r for r in rep["rows"]):
+        cols.append(("account_share_pct", PERCENT["account_share_pct"]))
     if "idle_cost" in first:
         cols += [("idle_gpu_hours", "Idle GPU-h"), ("idle_cost", f"Idle {cur}".strip()),
                  ("cost_with_idle", f"Total {cur}".strip())]
@@ -110,12 +123,20 @@ def rate_card_lines(rep: dict[str, Any]) -> list[str]:
 def footer(rep: dict[str, Any]) -> list[str]:
     cur = rep.get("currency") or ""
     p = rep["period"]
-    lines = [f"Period: {fmt_time(p['start'])} - {fmt_time(p['end'])} UTC"
-             + (f" (counted up to {fmt_time(p['upto'])})" if p.get("upto", p["end"]) < p["end"] else "")]
+    tz = p.get("tz") or "UTC"
+    lines = [f"Period: {fmt_time(p['start'], tz)} - {fmt_time(p['end'], tz)} {tz}"
+             + (f" (counted up to {fmt_time(p['upto'], tz)})" if p.get("upto", p["end"]) < p["end"] else "")]
     spread = bool(rep["rows"]) and "idle_cost" in rep["rows"][0]
-    lines.append(f"Idle capacity: {rep['idle_gpu_hours']:,.2f} of {rep.get('capacity_gpu_hours', 0):,.2f} GPU-hours"
-                 f" ({rep['idle_cost']} {cur}), "
-                 + ("spread over accounts by quota" if spread else "unallocated"))
+    if rep.get("idle_gpu_hours") is None:  # a non-admin's report: idle depends on other accounts
+        lines.append(f"Capacity: {rep.get('capacity_gpu_hours', 0):,.2f} GPU-hours (idle capacity: "
+                     "administrators only)")
+    else:
+        lines.append(f"Idle capacity: {rep['idle_gpu_hours']:,.2f} of {rep.get('capacity_gpu_hours', 0):,.2f} "
+                     f"GPU-hours ({rep['idle_cost']} {cur}), "
+                     + ("spread over accounts by quota" if spread else "unallocated"))
+    if rep.get("down_gpu_hours"):
+        lines.append(f"Down or drained: {rep['down_gpu_hours']:,.2f} GPU-hours ({rep.get('down_cost', '0.00')} "
+                     f"{cur} at GPU prices), not counted as idle")
     if rep.get("running_included"):
         lines.append(f"Includes {rep['running_included']} running job(s) or runs not yet rolled up, to now")
     if rep["reconciled"]:

@@ -1,9 +1,10 @@
 """HTTP handlers of chargeback, for `batchd/api.py` to merge into its ROUTES:
 
-    GET  /v1/report?start=&end=&by=account,user&accounts=&users=&spread_idle=1&daily=1&raw=1&zero_gpu_s=
-         -> the report object of DESIGN.md section 7 (start/end unix seconds, end also
-            "now": the daemon's clock, the current partial hour included; default: the
-            current month up to now)
+    GET  /v1/report?start=&end=&month=&tz=&by=account,user&accounts=&users=&spread_idle=1&daily=1&raw=1&zero_gpu_s=
+         -> the report object of DESIGN.md section 7 (start/end unix seconds or dates in
+            tz, end also "now": the daemon's clock, the current partial hour included;
+            month=YYYY-MM in tz; tz default [report] timezone, else UTC; default period:
+            the current month up to now; non-admins: only their accounts, see `report`)
     GET  /v1/prices                 -> {"prices": [PRICE], "currency": str}
     POST /v1/prices  (admin)        body {"prices": [{tres, per_hour, currency, valid_from, valid_to}]}
                                     -> {"added": n}; valid_from/valid_to as in `[[price]]`
@@ -25,6 +26,7 @@ from batchd.accounting import efficiency
 from batchd.accounting.prices import PriceError, make_price
 from batchd.accounting.report import GROUPS, build_report
 from batchd.accounting.rollup import run_rollup
+from batchd.accounting.zones import UnknownZone, month_bounds_in, parse_time_in, zone_of
 from batchd.errors import InvalidRequest, NotFound, PermissionDenied
 from batchd.store import accounting as sql
 
@@ -36,39 +38,84 @@ def _list(q: dict[str, str], key: str) -> list[str] | None:
     return [x for x in v.split(",") if x] if v else None
 
 
-def _int(q: dict[str, str], key: str, default: int, now: float | None = None) -> int:
-    """q[key] as whole unix seconds; `now` (where given) also accepts the word "now"."""
+def _time(q: dict[str, str], key: str, default: int, zone: _dt.tzinfo, now: float | None = None) -> int:
+    """q[key] as whole unix seconds: unix seconds, a date or date-time (YYYY-MM-DD[THH:MM],
+    local time of `zone` unless it carries an offset); `now` (where given) also accepts
+    the word "now"."""
     if now is not None and q.get(key) == "now":
         return math.floor(now)
+    if not q.get(key):
+        return default
     try:
-        return int(float(q[key])) if q.get(key) else default
+        return parse_time_in(q[key], zone)
     except ValueError:
-        raise InvalidRequest(f"{key}: {q[key]!r} is not a number") from None
+        raise InvalidRequest(f"{key}: {q[key]!r} is not a date (YYYY-MM-DD[THH:MM]) or unix seconds") from None
 
 
-def month_bounds(now: float) -> tuple[int, int]:
-    d = _dt.datetime.fromtimestamp(now, _dt.UTC)
-    first = _dt.datetime(d.year, d.month, 1, tzinfo=_dt.UTC)
-    nxt = _dt.datetime(d.year + (d.month == 12), d.month % 12 + 1, 1, tzinfo=_dt.UTC)
-    return int(first.timestamp()), int(nxt.timestamp())
+def month_bounds(now: float, zone: _dt.tzinfo = _dt.UTC) -> tuple[int, int]:
+    """The calendar month (local time of `zone`) holding `now`."""
+    d = _dt.datetime.fromtimestamp(now, zone)
+    return month_bounds_in(d.year, d.month, zone)
+
+
+def _month(text: str, zone: _dt.tzinfo) -> tuple[int, int]:
+    try:
+        y, m = (int(x) for x in text.split("-"))
+        return month_bounds_in(y, m, zone)
+    except ValueError:
+        raise InvalidRequest(f"month: {text!r} is not a month (YYYY-MM)") from None
+
+
+def visible_accounts(service: Any, caller: Any, asked: list[str] | None) -> list[str] | None:
+    """The accounts a caller's report may show: an administrator (root or the admin
+    group) any (None = all); anyone else only the accounts they have an association
+    with. A non-admin naming another account is refused (PermissionDenied)."""
+    if service.is_admin(caller):
+        return asked
+    mine = sorted({a["account"] for a in service.store.list_associations() if a["user"] == caller.user})
+    for name in asked or []:
+        if name not in mine:
+            raise PermissionDenied(f"Access/permission denied: user {caller.user} is not a member of account "
+                                   f"{name} (only an administrator sees other accounts)")
+    # no account of one's own: a filter that matches none ("" is no account's name)
+    return asked or mine or [""]
 
 
 def report(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[str, Any]:
+    """GET /v1/report: month=YYYY-MM or start/end (unix seconds or dates in tz), tz (IANA
+    zone, default the config's [report] timezone, else UTC). Non-admins see only the
+    rows of their accounts, with idle capacity hidden (null: it depends on the other
+    accounts' use) and no --spread-idle."""
     now = time.time()
-    s0, e0 = month_bounds(now)
-    start, end = _int(q, "start", s0), _int(q, "end", e0, now)
+    tz = q.get("tz") or getattr(service.cfg, "report_timezone", "UTC") or "UTC"
+    try:
+        zone = zone_of(tz)
+    except UnknownZone as e:
+        raise InvalidRequest(f"--tz: {e}") from None
+    if q.get("month"):
+        start, end = _month(q["month"], zone)
+    else:
+        s0, e0 = month_bounds(now, zone)
+        start, end = _time(q, "start", s0, zone), _time(q, "end", e0, zone, now)
     if end <= start:
         raise InvalidRequest("the report period is empty (end is not after start)")
     by = [g.replace("-", "_") for g in (_list(q, "by") or ["account"])]
     for g in by:
         if g not in GROUPS:
             raise InvalidRequest(f"--by {g}: one of account, user, gpu-type, node")
+    admin = service.is_admin(caller)
+    if q.get("spread_idle") == "1" and not admin:
+        raise PermissionDenied("only an administrator may spread idle capacity over accounts (--spread-idle)")
+    accounts = visible_accounts(service, caller, _list(q, "accounts"))
     zero_s = float(q.get("zero_gpu_s") or getattr(service.cfg, "zero_gpu_flag_s", None) or ZERO_GPU_S_DEFAULT)
     rep = build_report(service.store, start=start, end=end, now=now, group_by=by,
-                       accounts=_list(q, "accounts"), users=_list(q, "users"),
+                       accounts=accounts, users=_list(q, "users"),
                        spread_idle=q.get("spread_idle") == "1", zero_gpu_s=zero_s,
-                       daily=q.get("daily") == "1", raw=q.get("raw") == "1")
+                       daily=q.get("daily") == "1", raw=q.get("raw") == "1", tz=tz)
     rep["cluster"] = service.cfg.cluster_name
+    rep["scope"] = "all" if admin else "member_accounts"
+    if not admin:
+        rep["idle_gpu_hours"] = rep["idle_cost"] = None
     return rep
 
 

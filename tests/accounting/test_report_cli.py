@@ -249,7 +249,8 @@ def test_percentages_say_they_are_percentages(daemon, store):
     head = table[0]
     assert "Quota used" in head and "GPU eff" in head and "%" not in head
     vision = next(x for x in table if x.startswith("vision"))
-    assert vision.split()[-4:] == ["1,488.00", "0.7%", "0.00", "80.0%"]  # 10 of 2 x 744 GPU-h; 80 % busy
+    # 10 of 2 x 744 GPU-h; borrowed and lent 0; 80 % busy
+    assert vision.split()[-5:] == ["1,488.00", "0.7%", "0.00", "0.00", "80.0%"]
     rows = list(csv.reader(io.StringIO(r.invoke(report_cmd, ["--month", "2026-10", "--csv"]).output)))
     cols = dict(zip(rows[0], next(x for x in rows if x[0] == "vision"), strict=True))
     assert cols["Quota used (%)"] == "0.67" and cols["GPU eff (%)"] == "80.0"
