@@ -21,7 +21,11 @@ Rules (docs/report.md, "Quota, borrowing and capacity"):
 
 from __future__ import annotations
 
+import bisect
+import functools
+import itertools
 import math
+import operator
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -85,82 +89,102 @@ def up_steps(intervals: list[tuple[int, int, bool, dict[str, float]]]) -> list[t
 
 
 def borrowing(runs: Iterable[GpuRun], quota: dict[str, float], t0: float | None, start: int, upto: int,
-              capacity: list[tuple[int, float]]) -> tuple[dict[str, float], dict[str, float]]:
+              capacity: list[tuple[int, float]],
+              edges: dict[str, tuple[list[int], list[float]]] | None = None
+              ) -> tuple[dict[str, float], dict[str, float]]:
     """(borrowed, lent) GPU-seconds per account over [start, upto) by the module's rules.
-    `quota`: account -> GPUs (negative = no quota); accounts not in it have 0."""
+    `quota`: account -> GPUs (negative = no quota); accounts not in it have 0. The runs
+    come as `runs` and/or as `edges` (account -> (times, count changes), as
+    `accounting.gpu_edges` reads them). The sweep is written as whole-list passes
+    (sorts, accumulate, comprehensions): a month of a busy cluster has millions of edges."""
     t0i = upto if t0 is None else min(upto, max(start, math.ceil(t0)))
-    ev: list[tuple[int, int, float]] = []  # (time, kind: 0 capacity / 1 quota start / 2 run, ...)
-    names: dict[str, int] = {}
+    per: dict[str, tuple[list[int], list[float]]] = defaultdict(lambda: ([], []))
+    for acct, (ts, ds) in (edges or {}).items():
+        per[acct][0].extend(ts)
+        per[acct][1].extend(ds)
+    unsorted: set[str] = set()
     for acct, s, e, n, _typed in runs:
-        s, e = max(s, start), min(e, upto)
-        if e <= s or not n:
-            continue
-        i = names.setdefault(acct, len(names))
-        ev.append((s, 2 + i, n))
-        ev.append((e, 2 + i, -n))
-    for t, c in capacity:
-        if start <= t < upto:
-            ev.append((t, 0, c))
-        elif t < start:
-            ev.append((start, 0, c))
+        if n and e > s:
+            tl, dl = per[acct]
+            tl += (s, e)
+            dl += (n, -n)
+            unsorted.add(acct)
     for a in quota:
-        names.setdefault(a, len(names))
-    ev.append((t0i, 1, 0.0))
-    ev.sort(key=lambda x: x[0])
-    k = len(names)
-    acct_of = list(names)
-    qfull = [quota.get(a, 0.0) for a in acct_of]
-    q = [0.0 if x >= 0 else -1.0 for x in qfull]  # effective quota now (-1: none)
-    held = [0.0] * k
-    last = [start] * k
-    xlast = [0.0] * k
-    bor = [0.0] * k
-    lent = [0.0] * k
-    B = U = C = Q = X = x = 0.0
-    tprev = start
-
-    def over(i: int) -> float:
-        return max(0.0, held[i] - q[i]) if q[i] >= 0 else 0.0
-
-    def unused(i: int) -> float:
-        return max(0.0, q[i] - held[i]) if q[i] >= 0 else 0.0
-
-    def touch(i: int, t: int) -> None:
-        bor[i] += over(i) * (t - last[i])
-        lent[i] += unused(i) * (X - xlast[i])
-        last[i], xlast[i] = t, X
-
-    for t, kind, v in ev:
-        if t > tprev:
-            X += x * (t - tprev)
-            tprev = t
-        if kind >= 2:
-            i = kind - 2
-            touch(i, t)
-            B -= over(i)
-            U -= unused(i)
-            held[i] += v
-            B += over(i)
-            U += unused(i)
-        elif kind == 0:
-            C += v
+        per[a]  # noqa: B018 - an account with a quota and no run still lends
+    # per account: held after each edge, and the changes of over/unused quota it makes
+    g_t: list[int] = []
+    g_db: list[float] = []
+    g_du: list[float] = []
+    acct_data: dict[str, tuple[list[int], list[float], float]] = {}
+    borrowed: dict[str, float] = {}
+    for acct, (tl, dl) in per.items():
+        q = quota.get(acct, 0.0)
+        if acct in unsorted or not edges:
+            order = sorted(range(len(tl)), key=tl.__getitem__)
+            tl, dl = [tl[i] for i in order], [dl[i] for i in order]
+        # clip to [start, upto): edges before start move to start, after upto to upto
+        i, j = bisect.bisect_left(tl, start), bisect.bisect_right(tl, upto)
+        if i:
+            tl[:i] = [start] * i
+        if j < len(tl):
+            tl[j:] = [upto] * (len(tl) - j)
+        k = bisect.bisect_left(tl, t0i)  # the quota starts at t0i: a segment of its own
+        times = [start, *tl[:k], t0i, *tl[k:], upto]
+        deltas = [0.0, *dl[:k], 0.0, *dl[k:], 0.0]
+        k0 = k + 1
+        held = list(itertools.accumulate(deltas))
+        if q < 0:  # no quota: never borrows, never lends
+            over = [0.0] * len(times)
+            unused = over
         else:
-            for i in range(k):
-                touch(i, t)
-                B -= over(i)
-                U -= unused(i)
-                q[i] = qfull[i] if qfull[i] >= 0 else -1.0
-                B += over(i)
-                U += unused(i)
-            Q = sum(max(0.0, v) for v in qfull)
-        free = max(0.0, C - Q)
-        rest = max(0.0, B - free)
-        x = min(rest, U) / U if U > 1e-12 else 0.0
-    if upto > tprev:
-        X += x * (upto - tprev)
-    for i in range(k):
-        touch(i, upto)
-    return ({a: bor[i] for i, a in enumerate(acct_of)}, {a: lent[i] for i, a in enumerate(acct_of)})
+            qs = [0.0] * k0 + [q] * (len(times) - k0)
+            over = [h - x if h - x > EPS else 0.0 for h, x in zip(held, qs, strict=True)]
+            unused = [x - h if x - h > EPS else 0.0 for h, x in zip(held, qs, strict=True)]
+        dts = list(map(operator.sub, times[1:], times[:-1]))
+        borrowed[acct] = math.fsum(map(operator.mul, over, dts))
+        g_t += times
+        g_db += map(operator.sub, over, [0.0] + over[:-1])
+        g_du += map(operator.sub, unused, [0.0] + unused[:-1])
+        acct_data[acct] = (times, unused, q)
+    # the whole cluster: B(t), U(t), F(t) and X(t) = integral of min(R, U) / U
+    f_t, f_v = _free_steps(capacity, quota, t0i, start, upto)
+    g_t += f_t  # F changes: the rate changes there too
+    g_db += [0.0] * len(f_t)
+    g_du += [0.0] * len(f_t)
+    order = sorted(range(len(g_t)), key=g_t.__getitem__)
+    gt = [g_t[i] for i in order]
+    big_b = list(itertools.accumulate(g_db[i] for i in order))
+    big_u = list(itertools.accumulate(g_du[i] for i in order))
+    free = [f_v[j] for j in map(functools.partial(bisect.bisect_right, f_t), gt)]
+    xs = [(min(b - f, u) / u if b - f > EPS else 0.0) if u > EPS else 0.0
+          for b, u, f in zip(big_b, big_u, free, strict=True)]
+    xcum = list(itertools.accumulate(map(operator.mul, xs, map(operator.sub, gt[1:] + [upto], gt)), initial=0.0))
+    x_at = dict(zip(gt, xcum, strict=False))  # X(t); equal times have equal X (no time between them)
+    lent: dict[str, float] = {}
+    for acct, (times, unused, _q) in acct_data.items():
+        xa = [x_at[t] for t in times]
+        lent[acct] = math.fsum(map(operator.mul, unused, map(operator.sub, xa[1:], xa[:-1])))
+    return borrowed, lent
+
+
+EPS = 1e-9
+
+
+def _free_steps(capacity: list[tuple[int, float]], quota: dict[str, float], t0i: int, start: int,
+                upto: int) -> tuple[list[int], list[float]]:
+    """F(t) = max(0, C(t) - guaranteed quotas(t)) as sorted change times and the value
+    from each on (F before the first time: index 0 holds the value before any change)."""
+    changes: dict[int, float] = defaultdict(float)
+    for t, c in capacity:
+        changes[max(start, min(t, upto))] += c
+    qsum = sum(max(0.0, v) for v in quota.values())
+    times = sorted(set(changes) | {t0i})
+    vals = [0.0]
+    c = 0.0
+    for t in times:
+        c += changes.get(t, 0.0)
+        vals.append(max(0.0, c - (qsum if t >= t0i else 0.0)))
+    return times, vals
 
 
 def over_quota(steps: Iterable[tuple[Any, int, int, float]], quota: dict[Any, float], t0: float | None,

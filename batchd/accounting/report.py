@@ -281,8 +281,8 @@ def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str
     type_over: dict[Any, float] = {}
     if only_account:
         if any(q > 0 for q in quota.values()):
-            runs = sql.gpu_runs(store, start, upto) + [_gpu_run(r) for r in all_runs]
-            borrowed_s, lent_s = borrowing(runs, quota, t0, start, upto, up_steps(intervals))
+            borrowed_s, lent_s = borrowing([_gpu_run(r) for r in all_runs], quota, t0, start, upto,
+                                           up_steps(intervals), sql.gpu_edges(store, start, upto))
         else:  # no quota anywhere: every GPU-second an account holds is borrowed
             for h, acct, t, v in all_hourly:
                 if t == "gres/gpu" and h < upto and quota.get(acct, 0.0) >= 0:

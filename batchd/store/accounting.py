@@ -5,13 +5,15 @@ and return plain values (`Price`, tuples, dicts), never ORM rows.
 
 from __future__ import annotations
 
+import itertools
+import operator
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, insert, select, union_all
 
 from batchd.accounting.prices import DAY_S, Price
 from batchd.store import Store
@@ -408,3 +410,24 @@ def gpu_runs(store: Store, start: int, end: int, accounts: Iterable[str] | None 
                     types[k[9:]] = types.get(k[9:], 0.0) + float(v)
             out.append((a, int(st), int(en), float(n), types))
         return out
+
+
+def gpu_edges(store: Store, start: int, end: int) -> dict[str, tuple[list[int], list[float]]]:
+    """The rolled-up runs holding GPUs in [start, end) as edges per account: (times,
+    changes of the `gres/gpu` count held), the changes at one second summed, in time
+    order (each run to the second, from the ledger rows)."""
+    L = RollupLedger
+    where = (L.gpu_n > 0, L.end_s > start, L.start_s < end)
+    e = union_all(select(L.account.label("account"), L.start_s.label("t"), L.gpu_n.label("d")).where(*where),
+                  select(L.account, L.end_s, -L.gpu_n).where(*where)).subquery()
+    q = select(e.c.account, e.c.t, func.sum(e.c.d)).group_by(e.c.account, e.c.t).order_by(e.c.account, e.c.t)
+    out: dict[str, tuple[list[int], list[float]]] = {}
+    with store.tx() as s:
+        for acct, rows in itertools.groupby(s.execute(q), key=operator.itemgetter(0)):
+            ts: list[int] = []
+            ds: list[float] = []
+            for _a, t, d in rows:
+                ts.append(t)
+                ds.append(d)
+            out[acct] = (ts, ds)
+    return out
