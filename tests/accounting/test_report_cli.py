@@ -303,3 +303,25 @@ def test_csv_carries_period_and_currency_and_every_format_shows_the_rate_card(da
     assert table[at + 1].split()[-4:] == ["applied", "2026-10-01", "-", "2026-10-16"]
     html = r.invoke(report_cmd, ["--month", "2026-10", "--html"]).output
     assert "gres/gpu:h200  3.00 EUR" in html
+
+
+def test_tz_and_a_non_admin_through_the_cli(daemon, store):
+    """--tz cuts the month in the zone and the table prints its period there; a user who
+    is not an administrator (nobody, in nlp only) sees nlp's row, is refused vision, and
+    gets no idle capacity."""
+    _setup(store)
+    r = CliRunner()
+    js = json.loads(r.invoke(report_cmd, ["--month", "2026-10", "--tz", "Europe/Berlin", "--json"]).output)
+    assert js["period"]["tz"] == "Europe/Berlin" and js["period"]["start"] == ts("2026-09-30T22:00")
+    table = r.invoke(report_cmd, ["--month", "2026-10", "--tz", "Europe/Berlin"]).output
+    assert "Period: 2026-10-01T00:00:00 - 2026-11-01T00:00:00 Europe/Berlin" in table
+    svc, caller = daemon
+    store.put_association("nobody", "nlp")
+    caller["uid"] = 65534
+    js = json.loads(r.invoke(report_cmd, ["--month", "2026-10", "--json"]).output)
+    assert [x["account"] for x in js["rows"]] == ["nlp"] and js["idle_gpu_hours"] is None
+    res = r.invoke(report_cmd, ["--month", "2026-10", "--account", "vision"])
+    assert res.exit_code == 1
+    assert "batchd report: error: Access/permission denied: user nobody is not a member of account vision" in (
+        res.output + (res.stderr if res.stderr_bytes is not None else ""))
+    assert "administrators only" in r.invoke(report_cmd, ["--month", "2026-10"]).output

@@ -248,3 +248,28 @@ def test_non_admin_sees_only_their_accounts(store):
     from batchd.accounting.render import render_table
 
     assert "administrators only" in render_table(mine)
+
+
+def test_migration_0008_registers_existing_nodes(db_url):
+    """Nodes that existed before 0008 are registered at the earliest usage record or job
+    started on them, else at their heartbeat, with one event of their current state."""
+    from sqlalchemy import text
+
+    from batchd.store import Store
+    from batchd.store.migrate import upgrade
+    from batchd.store.tables import UsageRecord
+
+    s = Store(db_url)
+    try:
+        upgrade(s.engine, "0007")
+        with s.tx() as tx:
+            tx.execute(text("INSERT INTO nodes (name, state, reason, cpus, memory_mb, gpus, heartbeat) VALUES "
+                            "('gpu01', 'IDLE', NULL, 4, 1000, '[]', 9000.0), "
+                            "('gpu02', 'DRAIN', 'broken', 4, 1000, '[]', 7000.0)"))
+            tx.execute(UsageRecord.__table__.insert(), [usage(5000.0, 6000.0, node="gpu01"),
+                                                        usage(4000.0, 6000.0, node="gpu01")])
+        upgrade(s.engine)
+        hist = {n: (reg, ev) for n, reg, _g, ev in s.node_history()}
+        assert hist == {"gpu01": (4000.0, [(4000.0, "IDLE")]), "gpu02": (7000.0, [(7000.0, "DRAIN")])}
+    finally:
+        s.close()
