@@ -288,11 +288,16 @@ def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str
                 if t == "gres/gpu" and h < upto and quota.get(acct, 0.0) >= 0:
                     borrowed_s[acct] = borrowed_s.get(acct, 0.0) + v
     elif by_type and type_quota:
-        runs = sql.gpu_runs(store, start, upto, list(accts) if accts else None, typed=True)
+        runs = sql.gpu_runs(store, start, upto, list(accts) if accts else None)
         runs += [_gpu_run(r) for r in all_runs]
         steps = [((a, gt), s, e, n) for a, s, e, _n, ty in runs for gt, n in ty.items()]
         type_over = over_quota(steps, type_quota, t0, start, upto)
-    share_of = _account_costs(store, book, segments, all_extra, accounts) if "user" in group_by else None
+    share_of: dict[tuple[str, str], Fraction] | None = None
+    if sorted(group_by) == ["account", "user"] and not usrs:  # the rows' own costs are those
+        ia, iu = group_by.index("account"), group_by.index("user")
+        share_of = {(g[ia], g[iu]): c for g, c in costs.items()}
+    elif "user" in group_by:
+        share_of = _account_costs(store, book, segments, all_extra, accounts)
 
     # ---- rows
     if only_account and not usrs:

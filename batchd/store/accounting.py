@@ -389,27 +389,24 @@ def zero_gpu_runs(store: Store, min_zero_s: float, start: float, end: float) -> 
         return [dict(r._mapping) for r in s.execute(q)]
 
 
-def gpu_runs(store: Store, start: int, end: int, accounts: Iterable[str] | None = None,
-             typed: bool = False) -> list[tuple[str, int, int, float, dict[str, float]]]:
+def gpu_runs(store: Store, start: int, end: int,
+             accounts: Iterable[str] | None = None) -> list[tuple[str, int, int, float, dict[str, float]]]:
     """Rolled-up runs holding GPUs in [start, end): (account, start_s, end_s, gres/gpu
-    count, {GPU type: count}) from the ledger (each run to the second; the edges per
-    hour hold only net sums). The types are read only with `typed` (else {})."""
+    count, {GPU type: count}) from the ledger rows (each run to the second)."""
     L = RollupLedger
-    cols = [L.account, L.start_s, L.end_s, L.gpu_n] + ([L.gpu_type, L.typed_n, L.other] if typed else [])
-    q = select(*cols).where(L.gpu_n > 0, L.end_s > start, L.start_s < end)
+    q = (select(L.account, L.start_s, L.end_s, L.gpu_n, L.gpu_type, L.typed_n, L.other)
+         .where(L.gpu_n > 0, L.end_s > start, L.start_s < end))
     if accounts:
         q = q.where(L.account.in_(list(accounts)))
+    out = []
     with store.tx() as s:
-        if not typed:
-            return [(a, int(st), int(en), float(n), {}) for a, st, en, n in s.execute(q)]
-        out = []
         for a, st, en, n, gtype, tn, other in s.execute(q):
             types = {gtype: float(tn)} if gtype and tn else {}
             for k, v in (other or {}).items():
                 if k.startswith("gres/gpu:") and v:
                     types[k[9:]] = types.get(k[9:], 0.0) + float(v)
             out.append((a, int(st), int(en), float(n), types))
-        return out
+    return out
 
 
 def gpu_edges(store: Store, start: int, end: int) -> dict[str, tuple[list[int], list[float]]]:
