@@ -214,3 +214,106 @@ def over_quota(steps: Iterable[tuple[Any, int, int, float]], quota: dict[Any, fl
             tprev = t
         out[key] = tot + max(0.0, held - qv) * (upto - tprev)
     return out
+
+
+def borrowing_by_hour(bounds: dict[tuple[int, str], tuple[float, float]], used: dict[tuple[str, int], float],
+                      extra: list[GpuRun], quota: dict[str, float], t0: float | None, start: int, upto: int,
+                      capacity: list[tuple[int, float]],
+                      fetch_edges: Callable[[list[tuple[int, int]]], dict[str, list[tuple[int, float]]]]
+                      ) -> tuple[dict[str, float], dict[str, float]]:
+    """`borrowing`, hour by hour where that is exact, to the second elsewhere (`start`
+    on a whole hour). Inputs: `bounds` {(hour, account): (count of the GPUs of rolled-up
+    runs starting in that hour, of those ending in it)} for every hour from `start` on
+    (after the period too: every rolled-up run has ended, so what is held at `start` is
+    what ends later minus what starts later); `used` {(account, hour): GPU-seconds} of all
+    runs; `extra` the runs not rolled up (any count); `fetch_edges(windows)` the edges
+    (time, change) of rolled-up runs inside those [a, b) windows, per account.
+
+    In an hour where an account holds between lo = held at the hour's start minus what
+    ends in it and hi = held at the start plus what starts in it: hi <= quota means it
+    borrows nothing and lo >= quota that it borrows used - quota x 3600, exactly. Lending
+    happens only where some account borrows beyond the free capacity while another has
+    quota unused. Only hours where an account may cross its quota, the first node
+    registers, capacity changes, or lending may happen are swept to the second, each
+    run of consecutive such hours as one window from the counts held at its start."""
+    t0i = upto if t0 is None else min(upto, max(start, math.ceil(t0)))
+    hours = list(range(start, upto, 3600))
+    up: dict[tuple[int, str], float] = defaultdict(float)
+    dn: dict[tuple[int, str], float] = defaultdict(float)
+    held0: dict[str, float] = defaultdict(float)
+    for (h, a), (u, d) in bounds.items():
+        held0[a] += d - u
+        if h < upto:
+            up[(h, a)] += u
+            dn[(h, a)] += d
+    for a, s, e, n, _ty in extra:
+        if min(e, upto) <= max(s, start) or not n:
+            continue
+        if s < start:  # held from the start on, like a rolled-up run started before it
+            held0[a] += n
+        else:
+            up[(s - s % 3600, a)] += n
+        if e < upto:
+            dn[(e - e % 3600, a)] += n
+    accts = sorted(set(held0) | set(quota) | {a for _h, a in up})
+    f_t, f_v = _free_steps(capacity, quota, t0i, start, upto)
+    inside = set(f_t)
+    held = dict(held0)
+    at_start: dict[int, dict[str, float]] = {}
+    exact: list[int] = []
+    borrowed = dict.fromkeys(accts, 0.0)
+    for h in hours:
+        at_start[h] = dict(held)
+        end = h + 3600
+        sweep = end > upto or h < t0i < end or any(h < t < end for t in inside)
+        bmax = umax = 0.0
+        states = []
+        for a in accts:
+            n0 = held.get(a, 0.0)
+            u, d = up.get((h, a), 0.0), dn.get((h, a), 0.0)
+            held[a] = n0 + u - d
+            q = quota.get(a, 0.0)
+            if q < 0:
+                continue
+            q = q if h >= t0i else 0.0
+            lo, hi = n0 - d, n0 + u
+            if hi <= q + EPS:
+                umax += q - lo
+                states.append((a, None))
+            elif lo >= q - EPS:
+                bmax += hi - q
+                states.append((a, q))
+            else:
+                sweep = True
+        if not sweep and bmax > EPS and umax > EPS:
+            sweep = bmax > f_v[bisect.bisect_right(f_t, h)] + EPS
+        if sweep:
+            exact.append(h)
+            continue
+        for a, q in states:
+            if q is not None:
+                borrowed[a] += max(0.0, used.get((a, h), 0.0) - q * 3600)
+    lent = dict.fromkeys(accts, 0.0)
+    windows: list[tuple[int, int]] = []
+    for h in exact:
+        if windows and windows[-1][1] == h:
+            windows[-1] = (windows[-1][0], min(h + 3600, upto))
+        else:
+            windows.append((h, min(h + 3600, upto)))
+    if not windows:
+        return borrowed, lent
+    inner = fetch_edges(windows)
+    for a, s, e, n, _ty in extra:
+        for t, d in ((s, n), (e, -n)):
+            if n and any(wa <= t < wb for wa, wb in windows):
+                inner.setdefault(a, []).append((t, d))
+    for wa, wb in windows:
+        edges: dict[str, tuple[list[int], list[float]]] = {}
+        for a in accts:
+            evs = sorted(x for x in inner.get(a, ()) if wa <= x[0] < wb)
+            edges[a] = ([wa] + [t for t, _ in evs], [at_start[wa].get(a, 0.0)] + [d for _, d in evs])
+        b, le = borrowing([], quota, t0, wa, wb, capacity, edges)
+        for a in accts:
+            borrowed[a] += b.get(a, 0.0)
+            lent[a] += le.get(a, 0.0)
+    return borrowed, lent

@@ -18,7 +18,14 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from batchd.accounting.borrow import GpuRun, borrowing, capacity_by_hour, node_intervals, over_quota, up_steps
+from batchd.accounting.borrow import (
+    GpuRun,
+    borrowing_by_hour,
+    capacity_by_hour,
+    node_intervals,
+    over_quota,
+    up_steps,
+)
 from batchd.accounting.charge import CENT, charge_counts, run_seconds, to_money, unit_price
 from batchd.accounting.prices import HOUR_S, PriceBook
 from batchd.accounting.rollup import Key, add_run
@@ -281,8 +288,10 @@ def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str
     type_over: dict[Any, float] = {}
     if only_account:
         if any(q > 0 for q in quota.values()):
-            borrowed_s, lent_s = borrowing([_gpu_run(r) for r in all_runs], quota, t0, start, upto,
-                                           up_steps(intervals), sql.gpu_edges(store, start, upto))
+            used = {(acct, h): v for h, acct, t, v in all_hourly if t == "gres/gpu"}
+            borrowed_s, lent_s = borrowing_by_hour(
+                sql.gpu_hour_bounds(store, start), used, [_gpu_run(r) for r in all_runs], quota, t0, start, upto,
+                up_steps(intervals), lambda windows: sql.gpu_edges_in(store, windows))
         else:  # no quota anywhere: every GPU-second an account holds is borrowed
             for h, acct, t, v in all_hourly:
                 if t == "gres/gpu" and h < upto and quota.get(acct, 0.0) >= 0:

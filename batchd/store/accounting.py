@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from sqlalchemy import func, insert, select, union_all
+from sqlalchemy import func, insert, or_, select, union_all
 
 from batchd.accounting.prices import DAY_S, Price
 from batchd.store import Store
@@ -428,3 +428,29 @@ def gpu_edges(store: Store, start: int, end: int) -> dict[str, tuple[list[int], 
                 ds.append(d)
             out[acct] = (ts, ds)
     return out
+
+
+def gpu_hour_bounds(store: Store, start: int) -> dict[tuple[int, str], tuple[float, float]]:
+    """{(hour, account): (gres/gpu count of the rolled-up runs starting in the hour, of
+    those ending in it)} for every hour from `start` on, from `ledger_edges`."""
+    E = LedgerEdge
+    q = (select(E.hour, E.account, func.sum(E.gpu_up), func.sum(E.gpu_down))
+         .where(E.hour >= start, E.tres == "", (E.gpu_up > 0) | (E.gpu_down > 0)).group_by(E.hour, E.account))
+    with store.tx() as s:
+        return {(int(h), a): (float(u or 0.0), float(d or 0.0)) for h, a, u, d in s.execute(q)}
+
+
+def gpu_edges_in(store: Store, windows: list[tuple[int, int]]) -> dict[str, list[tuple[int, float]]]:
+    """The edges (time, change of the gres/gpu count held) of rolled-up runs that start
+    or end inside the [a, b) windows, per account."""
+    L = RollupLedger
+    out: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    if not windows:
+        return {}
+    with store.tx() as s:
+        for col, sign in ((L.start_s, 1.0), (L.end_s, -1.0)):
+            inside = or_(*[(col >= a) & (col < b) for a, b in windows])
+            for acct, t, n in s.execute(select(L.account, col, L.gpu_n).where(L.gpu_n > 0, L.end_s > L.start_s,
+                                                                                inside)):
+                out[acct].append((int(t), sign * float(n)))
+    return dict(out)

@@ -106,21 +106,27 @@ def tall(gtype: str, tres: str, values: Any) -> Iterator[tuple[str, float]]:
 
 # the ledger's TRES counted in `ledger_edges` (the charged ones: gres/gpu is not charged)
 EDGE_COLS = (("cpu_n", "cpu"), ("mem_n", "mem"), ("node_n", "node"), ("billing_n", "billing"), ("typed_n", "typed"))
-EDGE_VALUES = [f"{c}{x}" for _, c in EDGE_COLS for x in ("_n", "_ns")] + ["amount_n", "amount_ns"]
+EDGE_VALUES = [f"{c}{x}" for _, c in EDGE_COLS for x in ("_n", "_ns")] + ["amount_n", "amount_ns", "gpu_up",
+                                                                           "gpu_down"]
 EDGE_UPSERT = upsert_sql("ledger_edges", ("hour", "account", '"user"', "gpu_type", "tres"), EDGE_VALUES)
 
 
 def edge_rows(ledger: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     """Ledger rows -> rows of `ledger_edges` (see there): each run adds its counts, and
     counts x seconds past the hour, at the hour it starts, and takes them away at the
-    hour it ends. Empty runs leave nothing."""
+    hour it ends; its `gres/gpu` count goes to `gpu_up` of the hour it starts in and to
+    `gpu_down` of the hour it ends in (rows with tres ""). Empty runs leave nothing."""
     rows: dict[tuple[Any, ...], list[float]] = {}
     n_wide = 2 * len(EDGE_COLS)
 
-    def add(key: tuple[Any, ...], i: int, n: float, t: int) -> None:
+    def row(key: tuple[Any, ...]) -> list[float]:
         vals = rows.get(key)
         if vals is None:
-            vals = rows[key] = [0.0] * (n_wide + 2)
+            vals = rows[key] = [0.0] * (n_wide + 4)
+        return vals
+
+    def add(key: tuple[Any, ...], i: int, n: float, t: int) -> None:
+        vals = row(key)
         vals[i] += n
         vals[i + 1] += n * (t % HOUR_S)
 
@@ -129,11 +135,14 @@ def edge_rows(ledger: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
         if e <= s:
             continue
         who = (r["account"], r["user"], r["gpu_type"])
+        gpus = float(r.get("gpu_n") or 0.0)
         for sign, t in ((1.0, s), (-1.0, e)):
             hour = t - t % HOUR_S
             for i, (col, _) in enumerate(EDGE_COLS):
                 if r[col]:
                     add((hour, *who, ""), 2 * i, sign * r[col], t)
+            if gpus:
+                row((hour, *who, ""))[n_wide + 2 + (sign < 0)] += gpus
             for name, n in (r.get("other") or {}).items():
                 if n:
                     add((hour, *who, name), n_wide, sign * float(n), t)

@@ -367,6 +367,10 @@ class LedgerEdge(Base):
     typed_ns: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
     amount_n: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
     amount_ns: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    # the gres/gpu count of the runs starting in the hour, and of those ending in it (each
+    # a sum of positive counts, not a net): bounds of what an account holds in the hour
+    gpu_up: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    gpu_down: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
     # SQLite: rows stored in key order, so that a range of hours is read in one sweep
     __table_args__ = {"sqlite_with_rowid": False}
 

@@ -81,3 +81,51 @@ def test_node_intervals_follow_registration_and_states():
     assert iv == [(100, 200, False, cap), (200, 300, True, cap), (300, 1000, False, cap),
                   (500, 1000, True, {"gres/gpu": 4.0})]
     assert up_steps(iv) == [(100, 2.0), (200, -2.0), (300, 2.0), (1000, -2.0)]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_by_hour_equals_the_reference(seed):
+    """borrowing_by_hour (hour sums where they are exact, a sweep elsewhere) on runs over
+    several hours, some rolled up (given as hour bounds, hourly use and edges on demand),
+    some not (given whole)."""
+    from collections import defaultdict
+
+    from batchd.accounting.borrow import borrowing_by_hour
+    from batchd.accounting.charge import split_hours
+
+    rng = random.Random(1000 + seed)
+    start = 3600 * 100
+    upto = start + 3600 * rng.randrange(1, 12) + rng.choice([0, 0, rng.randrange(1, 3600)])
+    runs = []
+    for _ in range(rng.randrange(0, 25)):
+        s = rng.randrange(start - 7200, upto + 3600)
+        runs.append((rng.choice("abcd"), s, s + rng.randrange(60, 4 * 3600), float(rng.choice([1, 2, 4, 8, 0.25])), {}))
+    rolled = [r for r in runs if rng.random() < 0.7]
+    extra = [r for r in runs if r not in rolled]
+    quota = {x: float(rng.choice([0, 2, 4, 6, 8, -1])) for x in rng.sample("abce", rng.randrange(0, 5))}
+    t0 = rng.choice([None, start - 50, start + rng.randrange(0, upto - start)])
+    capacity = [(rng.randrange(start - 100, upto), float(rng.choice([4, 8, 16]))) for _ in range(rng.randrange(0, 3))]
+    bounds = defaultdict(lambda: [0.0, 0.0])
+    for a, s, e, n, _ in rolled:
+        for i, t in ((0, s), (1, e)):
+            if t - t % 3600 >= start:
+                bounds[(t - t % 3600, a)][i] += n
+    used = defaultdict(float)
+    for a, s, e, n, _ in runs:
+        for h, secs in split_hours(max(s, start), min(e, upto)):
+            used[(a, h)] += n * secs
+
+    def fetch(windows):
+        out = defaultdict(list)
+        for a, s, e, n, _ in rolled:
+            for t, d in ((s, n), (e, -n)):
+                if any(wa <= t < wb for wa, wb in windows):
+                    out[a].append((t, d))
+        return dict(out)
+
+    want_b, want_l = reference(runs, quota, t0, start, upto, capacity)
+    got_b, got_l = borrowing_by_hour({k: tuple(v) for k, v in bounds.items()}, dict(used), extra, quota, t0,
+                                     start, upto, capacity, fetch)
+    for x in want_b:
+        assert got_b.get(x, 0.0) == pytest.approx(want_b[x], abs=1e-6), (x, runs, quota, t0)
+        assert got_l.get(x, 0.0) == pytest.approx(want_l[x], abs=1e-6), (x, runs, quota, t0)
