@@ -219,25 +219,26 @@ def over_quota(steps: Iterable[tuple[Any, int, int, float]], quota: dict[Any, fl
 def borrowing_by_hour(bounds: dict[tuple[int, str], tuple[float, float]], used: dict[tuple[str, int], float],
                       extra: list[GpuRun], quota: dict[str, float], t0: float | None, start: int, upto: int,
                       capacity: list[tuple[int, float]],
-                      fetch_edges: Callable[[list[tuple[int, int]]], dict[str, list[tuple[int, float]]]]
+                      fetch_edges: Callable[[list[int], set[str] | None], dict[str, list[tuple[int, float]]]]
                       ) -> tuple[dict[str, float], dict[str, float]]:
     """`borrowing`, hour by hour where that is exact, to the second elsewhere (`start`
     on a whole hour). Inputs: `bounds` {(hour, account): (count of the GPUs of rolled-up
     runs starting in that hour, of those ending in it)} for every hour from `start` on
     (after the period too: every rolled-up run has ended, so what is held at `start` is
     what ends later minus what starts later); `used` {(account, hour): GPU-seconds} of all
-    runs; `extra` the runs not rolled up (any count); `fetch_edges(windows)` the edges
-    (time, change) of rolled-up runs inside those [a, b) windows, per account.
+    runs; `extra` the runs not rolled up (any count); `fetch_edges(hours, accounts)` the
+    edges (time, change) of rolled-up runs inside those hours, per account (of those
+    accounts; None: all).
 
-    In an hour where an account holds between lo = held at the hour's start minus what
-    ends in it and hi = held at the start plus what starts in it: hi <= quota means it
-    borrows nothing and lo >= quota that it borrows used - quota x 3600, exactly. Lending
-    happens only where some account borrows beyond the free capacity while another has
-    quota unused. Only hours where an account may cross its quota, the first node
-    registers, capacity changes, or lending may happen are swept to the second, each
-    run of consecutive such hours as one window from the counts held at its start."""
+    In an hour an account holds between lo = held at the hour's start minus what ends in
+    it and hi = held at the start plus what starts in it. hi <= quota: it borrows nothing
+    and leaves q x 3600 - used unused; lo >= quota: it borrows used - q x 3600 and leaves
+    nothing unused; else its hour is swept to the second, alone. Lending: none where the
+    borrowing cannot exceed the free capacity or no quota can be unused; where the least
+    borrowing beyond the free capacity covers all quota that can be unused, every unused
+    second is lent (the rate is 1); otherwise, and in the hours where the first node
+    registers, the capacity changes or the period ends, all accounts are swept together."""
     t0i = upto if t0 is None else min(upto, max(start, math.ceil(t0)))
-    hours = list(range(start, upto, 3600))
     up: dict[tuple[int, str], float] = defaultdict(float)
     dn: dict[tuple[int, str], float] = defaultdict(float)
     held0: dict[str, float] = defaultdict(float)
@@ -257,16 +258,17 @@ def borrowing_by_hour(bounds: dict[tuple[int, str], tuple[float, float]], used: 
             dn[(e - e % 3600, a)] += n
     accts = sorted(set(held0) | set(quota) | {a for _h, a in up})
     f_t, f_v = _free_steps(capacity, quota, t0i, start, upto)
-    inside = set(f_t)
     held = dict(held0)
     at_start: dict[int, dict[str, float]] = {}
-    exact: list[int] = []
+    together: list[int] = []  # hours swept with every account
+    alone: dict[str, list[tuple[int, float, bool]]] = defaultdict(list)  # account: (hour, quota, lent all unused)
     borrowed = dict.fromkeys(accts, 0.0)
-    for h in hours:
+    lent = dict.fromkeys(accts, 0.0)
+    for h in range(start, upto, 3600):
         at_start[h] = dict(held)
         end = h + 3600
-        sweep = end > upto or h < t0i < end or any(h < t < end for t in inside)
-        bmax = umax = 0.0
+        odd = end > upto or h < t0i < end or any(h < t < end for t in f_t)
+        bmax = bmin = umax = 0.0
         states = []
         for a in accts:
             n0 = held.get(a, 0.0)
@@ -279,39 +281,68 @@ def borrowing_by_hour(bounds: dict[tuple[int, str], tuple[float, float]], used: 
             lo, hi = n0 - d, n0 + u
             if hi <= q + EPS:
                 umax += q - lo
-                states.append((a, None))
+                states.append((a, q, "under"))
             elif lo >= q - EPS:
                 bmax += hi - q
-                states.append((a, q))
+                bmin += lo - q
+                states.append((a, q, "over"))
             else:
-                sweep = True
-        if not sweep and bmax > EPS and umax > EPS:
-            sweep = bmax > f_v[bisect.bisect_right(f_t, h)] + EPS
-        if sweep:
-            exact.append(h)
+                bmax += hi - q
+                umax += q - lo
+                states.append((a, q, "mixed"))
+        free = f_v[bisect.bisect_right(f_t, h)]
+        lends = bmax > free + EPS and umax > EPS
+        saturated = lends and bmin - free >= umax - EPS
+        if odd or (lends and not saturated):
+            together.append(h)
             continue
-        for a, q in states:
-            if q is not None:
-                borrowed[a] += max(0.0, used.get((a, h), 0.0) - q * 3600)
-    lent = dict.fromkeys(accts, 0.0)
+        for a, q, st in states:
+            use = used.get((a, h), 0.0)
+            if st == "over":
+                borrowed[a] += max(0.0, use - q * 3600)
+            elif st == "under":
+                if saturated:
+                    lent[a] += max(0.0, q * 3600 - use)
+            else:
+                alone[a].append((h, q, saturated))
+    if not together and not alone:
+        return borrowed, lent
+    hours = sorted(set(together) | {h for v in alone.values() for h, _q, _s in v})
+    inner = fetch_edges(hours, None if together else set(alone))
+    for a, s, e, n, _ty in extra:
+        for t, d in ((s, n), (e, -n)):
+            if n and start <= t < upto:
+                inner.setdefault(a, []).append((t, d))
+    sorted_edges = {a: sorted(v) for a, v in inner.items()}
+    edge_times = {a: [t for t, _ in v] for a, v in sorted_edges.items()}
+
+    def between(a: str, wa: int, wb: int) -> tuple[list[int], list[float]]:
+        ts, evs = edge_times.get(a, []), sorted_edges.get(a, [])
+        i, j = bisect.bisect_left(ts, wa), bisect.bisect_left(ts, wb)
+        return ts[i:j], [d for _, d in evs[i:j]]
+
+    for a, hrs in alone.items():
+        for h, q, all_lent in hrs:
+            ts, ds = between(a, h, h + 3600)
+            n, t_prev, over_s, unused_s = at_start[h].get(a, 0.0), h, 0.0, 0.0
+            for t, d in zip([*ts, h + 3600], [*ds, 0.0], strict=True):
+                over_s += max(0.0, n - q) * (t - t_prev)
+                unused_s += max(0.0, q - n) * (t - t_prev)
+                n, t_prev = n + d, t
+            borrowed[a] += over_s
+            if all_lent:
+                lent[a] += unused_s
     windows: list[tuple[int, int]] = []
-    for h in exact:
+    for h in together:
         if windows and windows[-1][1] == h:
             windows[-1] = (windows[-1][0], min(h + 3600, upto))
         else:
             windows.append((h, min(h + 3600, upto)))
-    if not windows:
-        return borrowed, lent
-    inner = fetch_edges(windows)
-    for a, s, e, n, _ty in extra:
-        for t, d in ((s, n), (e, -n)):
-            if n and any(wa <= t < wb for wa, wb in windows):
-                inner.setdefault(a, []).append((t, d))
     for wa, wb in windows:
         edges: dict[str, tuple[list[int], list[float]]] = {}
         for a in accts:
-            evs = sorted(x for x in inner.get(a, ()) if wa <= x[0] < wb)
-            edges[a] = ([wa] + [t for t, _ in evs], [at_start[wa].get(a, 0.0)] + [d for _, d in evs])
+            ts, ds = between(a, wa, wb)
+            edges[a] = ([wa, *ts], [at_start[wa].get(a, 0.0), *ds])
         b, le = borrowing([], quota, t0, wa, wb, capacity, edges)
         for a in accts:
             borrowed[a] += b.get(a, 0.0)

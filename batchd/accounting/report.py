@@ -291,7 +291,7 @@ def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str
             used = {(acct, h): v for h, acct, t, v in all_hourly if t == "gres/gpu"}
             borrowed_s, lent_s = borrowing_by_hour(
                 sql.gpu_hour_bounds(store, start), used, [_gpu_run(r) for r in all_runs], quota, t0, start, upto,
-                up_steps(intervals), lambda windows: sql.gpu_edges_in(store, windows))
+                up_steps(intervals), lambda hours, accts: sql.gpu_edges_in(store, hours, accts))
         else:  # no quota anywhere: every GPU-second an account holds is borrowed
             for h, acct, t, v in all_hourly:
                 if t == "gres/gpu" and h < upto and quota.get(acct, 0.0) >= 0:

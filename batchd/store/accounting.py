@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from sqlalchemy import func, insert, or_, select, union_all
+from sqlalchemy import func, insert, select, union_all
 
-from batchd.accounting.prices import DAY_S, Price
+from batchd.accounting.prices import DAY_S, HOUR_S, Price
 from batchd.store import Store
 from batchd.store.rollup_rows import (
     DAILY_UPSERT,
@@ -440,17 +440,21 @@ def gpu_hour_bounds(store: Store, start: int) -> dict[tuple[int, str], tuple[flo
         return {(int(h), a): (float(u or 0.0), float(d or 0.0)) for h, a, u, d in s.execute(q)}
 
 
-def gpu_edges_in(store: Store, windows: list[tuple[int, int]]) -> dict[str, list[tuple[int, float]]]:
+def gpu_edges_in(store: Store, hours: list[int], accounts: Iterable[str] | None = None
+                 ) -> dict[str, list[tuple[int, float]]]:
     """The edges (time, change of the gres/gpu count held) of rolled-up runs that start
-    or end inside the [a, b) windows, per account."""
+    or end inside those whole hours, per account (of `accounts` only, where given)."""
     L = RollupLedger
     out: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    if not windows:
+    if not hours:
         return {}
     with store.tx() as s:
         for col, sign in ((L.start_s, 1.0), (L.end_s, -1.0)):
-            inside = or_(*[(col >= a) & (col < b) for a, b in windows])
-            for acct, t, n in s.execute(select(L.account, col, L.gpu_n).where(L.gpu_n > 0, L.end_s > L.start_s,
-                                                                                inside)):
+            # one IN list of hours (SQLite and PostgreSQL look it up, not scan it, per row)
+            q = select(L.account, col, L.gpu_n).where(L.gpu_n > 0, L.end_s > L.start_s,
+                                                      (col - col % HOUR_S).in_(sorted(hours)))
+            if accounts is not None:
+                q = q.where(L.account.in_(sorted(accounts)))
+            for acct, t, n in s.execute(q):
                 out[acct].append((int(t), sign * float(n)))
     return dict(out)

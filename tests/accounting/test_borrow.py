@@ -115,11 +115,11 @@ def test_by_hour_equals_the_reference(seed):
         for h, secs in split_hours(max(s, start), min(e, upto)):
             used[(a, h)] += n * secs
 
-    def fetch(windows):
+    def fetch(hours, accounts):
         out = defaultdict(list)
         for a, s, e, n, _ in rolled:
             for t, d in ((s, n), (e, -n)):
-                if any(wa <= t < wb for wa, wb in windows):
+                if t - t % 3600 in hours and (accounts is None or a in accounts):
                     out[a].append((t, d))
         return dict(out)
 
