@@ -297,7 +297,9 @@ def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str
                 if t == "gres/gpu" and h < upto and quota.get(acct, 0.0) >= 0:
                     borrowed_s[acct] = borrowed_s.get(acct, 0.0) + v
     elif by_type and type_quota:
-        runs = sql.gpu_runs(store, start, upto, list(accts) if accts else None)
+        # only the accounts that set a per-type quota need their runs
+        with_tq = sorted({a for a, _t in type_quota if not accts or a in accts})
+        runs = sql.gpu_runs(store, start, upto, with_tq) if with_tq else []
         runs += [_gpu_run(r) for r in all_runs]
         steps = [((a, gt), s, e, n) for a, s, e, _n, ty in runs for gt, n in ty.items()]
         type_over = over_quota(steps, type_quota, t0, start, upto)
