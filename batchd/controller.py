@@ -7,8 +7,8 @@ which the agent turns into signals.
 
 Beside the cycle, the controller role accrues fair-share usage (`batchd.usageaccrual`,
 called at the start of each cycle) and checks node heartbeats (`batchd.nodehealth`,
-called by the daemon's loop); an allocation's TRES come from `batchd.alloctres`, a
-pending job's dependency verdict from `batchd.jobdeps`.
+called by the daemon's loop); a started job's charge comes from the scheduler's decision
+(`batchd.gres`), a pending job's dependency verdict from `batchd.jobdeps`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import time
 from typing import Any
 
 from batchd import faults
-from batchd.alloctres import alloc_tres, whole_gpus
 from batchd.config import Config
+from batchd.gres import Charge, whole_cards
 from batchd.hostlist import compress
 from batchd.jobdeps import dependency_status
 from batchd.model import Job
@@ -171,6 +171,8 @@ class Controller:
             d["state"] = "RUNNING"
             d["start_time"] = j.start_time
             d["allocation"] = j.allocation or {}
+            if j.charge:
+                d["charge"] = j.charge  # what it is charged for (batchd.gres record form)
             if j.action == "preempt" and j.action_by is not None:
                 d["preempting_for"] = j.action_by  # its devices stay that job's (scheduler/held.py)
         else:
@@ -202,7 +204,7 @@ class Controller:
                            for p in self.cfg.partitions],
             "nodes": [{"name": n.name, "cpus": n.cpus, "memory_mb": n.memory_mb,
                        "state": n.state, "gpus": n.gpus,
-                       "shards": self.cfg.shard_per_gpu * whole_gpus(n.gpus)} for n in nodes],
+                       "shards": self.cfg.shard_per_gpu * whole_cards(n.gpus)} for n in nodes],
             "accounts": accounts, "users": users, "usage": usage, "jobs": out_jobs,
             "qos": [{"name": q.name, "priority": q.priority, "preemptible": q.preemptible,
                      "max_gpus_per_user": q.max_gpus_per_user, "usage_factor": q.usage_factor}
@@ -285,7 +287,6 @@ class Controller:
             self.store.update_jobs(changes)
 
     def apply(self, snap: dict[str, Any], dec: dict[str, Any], now: float) -> None:
-        inv = {n["name"]: n["gpus"] for n in snap["nodes"]}
         changes: list[tuple[int, tuple[str, ...] | None, dict[str, Any]]] = []
         # bookkeeping first: a job started below keeps the text and time it had when it became eligible
         for jid in set(self._dep_text) | set(self._eligible):
@@ -304,16 +305,17 @@ class Controller:
                 continue  # waits for its victims' devices; a later cycle starts it
             alloc = st["allocation"]
             try:
-                tres = alloc_tres(alloc, inv)
-                bill = billing(self.weights, tres)
+                # the charge the scheduler decided (batchd.gres): nothing here recomputes it
+                ch = Charge.from_json(st["charge"])
+                bill = billing(self.weights, ch.tres, parts=ch.billing_parts())
             except Exception as e:  # isolation: the job is not started, the others are
                 self._once(("start", st.get("job")), logging.ERROR, "job not started job_id=%s error=%s",
                            st.get("job"), e)
                 continue
             changes.append((int(st["job"]), ("PENDING",), {
                 "state": "RUNNING", "allocation": alloc, "start_time": now, "end_time": None,
-                "node_list": compress(list(alloc)), "tres_alloc": format_tres(tres, bill),
-                "billing": bill, "reason": "None", "action": None,
+                "node_list": compress(list(alloc)), "tres_alloc": format_tres(ch.tres, bill),
+                "billing": bill, "charge": ch.record(), "reason": "None", "action": None,
             }))
             started.append(st["job"])
         for pre in dec.get("preempt", []):

@@ -43,6 +43,7 @@ class Job:
     tres_alloc: str = ""
     billing: float = 0.0
     allocation: dict[str, Any] | None = None
+    charge: dict[str, float] | None = None
     action: str | None = None
     action_by: int | None = None
     start_estimate: float | None = None

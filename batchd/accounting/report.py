@@ -21,6 +21,7 @@ from typing import Any
 from batchd.accounting.charge import CENT, charge_counts, run_seconds, to_money, unit_price
 from batchd.accounting.prices import HOUR_S, PriceBook
 from batchd.accounting.rollup import Key, add_run
+from batchd.gres import SHARE_SEP, node_inventories
 from batchd.store import Store
 from batchd.store import accounting as sql
 from batchd.tres import parse_tres
@@ -29,26 +30,28 @@ GROUPS = ("account", "user", "gpu_type", "node")
 _KEY_INDEX = {"account": 1, "user": 2, "node": 3, "gpu_type": 4}
 
 
-def capacity_of(store: Store) -> dict[str, float]:
-    """Cluster capacity from the nodes table: {"cpu": n, "gres/gpu": n, "gres/gpu:TYPE": n}.
-    A GPU in MIG mode is one card toward "gres/gpu" (its instances count their share of
-    it there) and, by type, only its instances: one "gres/gpu:PROFILE" each, none of
-    its model, which it does not offer whole."""
+def capacity_of(store: Store, shard_per_gpu: int = 0) -> dict[str, float]:
+    """Cluster capacity from the nodes table, in the charge keys of the GPU model
+    (batchd.gres `NodeGpus.capacity`): `cpu`, `gres/gpu` (cards), `gres/gpu:TYPE` (whole
+    cards; their shards are part of them), `gres/gpu:PROFILE` (MIG instances) and
+    `gres/gpu:TYPE@PROFILE` (the card share of those instances)."""
     cap: dict[str, float] = defaultdict(float)
-    for n in store.list_nodes():
+    nodes = store.list_nodes()
+    for n in nodes:
         cap["cpu"] += n.cpus
-        for g in n.gpus or []:
-            if not isinstance(g, dict):
-                continue
-            c = float(g.get("count", 1)) if "count" in g else 1.0
-            cap["gres/gpu"] += c
-            migs = [m for m in g.get("mig") or [] if isinstance(m, dict)]
-            if migs:
-                for m in migs:
-                    cap[f"gres/gpu:{m.get('profile') or 'mig'}"] += 1.0
-            else:
-                cap[f"gres/gpu:{g.get('type') or 'gpu'}"] += c
+    for inv in node_inventories(nodes, shard_per_gpu).values():
+        for k, v in inv.capacity().items():
+            cap[k] += v
     return dict(cap)
+
+
+def _used_of(t: str, used: dict[str, float]) -> float:
+    """What of capacity key `t` was used: a whole card type's own seconds plus the card
+    share its shards were used for (`gres/gpu:TYPE@shard`)."""
+    v = used.get(t, 0.0)
+    if t.startswith("gres/gpu:") and SHARE_SEP not in t:
+        v += used.get(t + SHARE_SEP + "shard", 0.0)
+    return v
 
 
 def _hours(x: float) -> float:
@@ -92,7 +95,7 @@ def _extra_runs(store: Store, start: int, end: int, now: float, accounts: set[st
     for j in sql.running_jobs(store):
         if (accounts and j["account"] not in accounts) or (users and j["user"] not in users):
             continue
-        tres = parse_tres(j["tres_alloc"])
+        tres = dict(j["charge"]) if j.get("charge") else parse_tres(j["tres_alloc"])
         tres.pop("billing", None)
         add_run(sums, j["account"], j["user"], j["node_list"], tres, j["billing"], j["start_time"], now,
                 None, (start, end))
@@ -180,17 +183,18 @@ def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str
         all_hourly += [(k[0], k[1], k[5], v) for k, v in all_extra.items() if k[5].startswith("gres/gpu")]
     else:
         all_hourly = hourly
-    used_by_hour: dict[tuple[int, str], float] = defaultdict(float)  # (hour, tres) cluster-wide
+    used_by_hour: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))  # cluster-wide
     for h, _a, t, v in all_hourly:
-        used_by_hour[(h, t)] += v
+        used_by_hour[h][t] += v
     idle_s = 0.0
     idle_exact = Fraction(0)
     for h in range(start, upto, HOUR_S):
         secs = min(h + HOUR_S, upto) - h
-        idle_s += max(0.0, cap.get("gres/gpu", 0.0) * secs - used_by_hour.get((h, "gres/gpu"), 0.0))
+        used_h = used_by_hour.get(h, {})
+        idle_s += max(0.0, cap.get("gres/gpu", 0.0) * secs - used_h.get("gres/gpu", 0.0))
         for t, c in cap.items():
             if t.startswith("gres/gpu:"):
-                free = max(0.0, c * secs - used_by_hour.get((h, t), 0.0))
+                free = max(0.0, c * secs - _used_of(t, used_h))
                 p = unit_price(book, t, h)
                 if p and free:
                     idle_exact += p * Fraction(free)
@@ -199,7 +203,7 @@ def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str
     for h, acct, t, v in hourly:
         if t == "gres/gpu":
             acct_hour[(acct, h)] += v
-        elif t.startswith("gres/gpu:"):
+        elif t.startswith("gres/gpu:") and SHARE_SEP not in t:
             type_hour[(acct, t[9:], h)] += v
     # --by account,gpu-type: a row's quota is the account's quota for that GPU model
     # (`gres/gpu:TYPE`, Kueue's per-flavor quota), where the account sets one
@@ -223,7 +227,7 @@ def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str
         row: dict[str, Any] = dict(zip(group_by, gvals, strict=True))
         row["gpu_hours"] = _hours(a.get("gres/gpu", 0.0))
         row["gpu_hours_by_type"] = {t.split(":", 1)[1]: _hours(v) for t, v in sorted(a.items())
-                                    if t.startswith("gres/gpu:") and v}
+                                    if t.startswith("gres/gpu:") and SHARE_SEP not in t and v}
         row["cpu_hours"] = _hours(a.get("cpu", 0.0))
         row["billing"] = _hours(a.get("billing", 0.0))
         row["cost"] = str(cost)

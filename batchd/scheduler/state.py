@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from operator import attrgetter
 
-from .cards import place_stored_shards, shard_card, sync_card
+from batchd.gres import SHARD, Charge
+
+from .cards import CARDLESS, place_stored_shards, shard_card, sync_card
 from .fairshare import UNLIMITED, Queue, compute_fair_shares, normalise_usage
 from .job import _CPU_POOL, BASE_RES, EPS, GPU, TYPED, JobRT
 from .placement import NodeRT, Take, _insert, give_back
@@ -55,6 +57,10 @@ class Session:
                 if "gres/shard" in totals:
                     totals["gres/shard"] += n.shards
         self.totals = totals
+        # the card share of one shard in a request (before a card is chosen): of the cards
+        # with the fewest shards, so that a request never counts less than its start will
+        caps = [c.shards for n in snap.nodes for c in n.inventory.cards if c.shards]
+        self.shard_share = 1.0 / min(caps) if caps else 0.0
         self._build_queues()
         self.undo: list = []
         self.starts: list[tuple[JobRT, list]] = []
@@ -88,6 +94,8 @@ class Session:
             elif spec.state in PENDING_STATES:
                 (self.pending if spec.eligible else self.ineligible).append(j)
         place_stored_shards(self._shard_claims)
+        if self._shard_claims:
+            self._recharge_shards()
         self._shard_claims = []
         for node, held in self._cpu_held.items():
             node.cpu_ids = [c for c in node.cpu_ids if c not in held]
@@ -167,8 +175,11 @@ class Session:
                 if TYPED + t in limits:
                     R[TYPED + t] = R.get(TYPED + t, 0.0) + c * tasks
         R[GPU] = gpu * tasks
-        if j.shard and "gres/shard" in j.queue.limit:
-            R["gres/shard"] = j.shard * tasks
+        if j.shard:
+            # a shard is its share of a card toward gres/gpu (batchd.gres), as once placed
+            R[GPU] += j.shard * tasks * self.shard_share
+            if "gres/shard" in j.queue.limit:
+                R["gres/shard"] = j.shard * tasks
         j.R = R
         j.gpus_total = count * tasks
         j.pools = frozenset(pools) if pools else _CPU_POOL
@@ -241,7 +252,28 @@ class Session:
             start = spec.start_time if spec.start_time is not None else self.now
             j.end_time = max(self.now, start + spec.time_limit_s)
 
+    def _recharge_shards(self) -> None:
+        """Running jobs' shards count their card share only once their cards are known
+        (`place_stored_shards`, after every running job is adopted): add the difference."""
+        for j in self.running:
+            if not any(tk.shard for tk in j.takes or ()):
+                continue
+            new = self.charge_of(j.takes or [])
+            delta = {r: v - j.charge.get(r, 0.0) for r, v in new.items() if v != j.charge.get(r, 0.0)}
+            if not delta:
+                continue
+            self._qos_add(j, -1.0)
+            self._account(j, delta, 1.0)
+            for q in j.queue.path:
+                for r, v in delta.items():
+                    q.request[r] += v
+            j.charge = new
+            self._qos_add(j, 1.0)
+
     def charge_of(self, takes: list[Take]) -> dict[str, float]:
+        """What `takes` hold on the tracked resource keys (quota and limit accounting): the
+        same amounts as their `gres_charge` (a MIG instance and a card's shards count their
+        card share toward gres/gpu)."""
         c = dict.fromkeys(self.res, 0.0)
         for tk in takes:
             for s in tk.slots():
@@ -251,9 +283,28 @@ class Session:
                     c[k] += 1
             c["cpu"] += tk.cpu + tk.cpu_rel
             c["mem"] += tk.mem + tk.mem_rel
-            if "gres/shard" in c:
-                c["gres/shard"] += tk.shard + tk.shard_rel
+            n = tk.shard + tk.shard_rel
+            if n:
+                c[GPU] += n * _shard_share(tk)
+                if "gres/shard" in c:
+                    c["gres/shard"] += n
         return c
+
+    def gres_charge(self, takes: list[Take]) -> Charge:
+        """The charge of a start (batchd.gres): its TRES and one part per kind of device."""
+        ch = Charge()
+        t = ch.tres
+        for tk in takes:
+            t["cpu"] = t.get("cpu", 0.0) + tk.cpu + tk.cpu_rel
+            t["mem"] = t.get("mem", 0.0) + tk.mem + tk.mem_rel
+            t["node"] = t.get("node", 0.0) + 1
+            for s in tk.slots():
+                ch.add_part(TYPED + s.type, 1.0, s.card_type or s.type, s.share)
+            n = tk.shard + tk.shard_rel
+            if n:
+                card = tk.node.slots.get(tk.shard_card) if tk.shard_card is not None else None
+                ch.add_part(SHARD, n, card.card_type if card is not None else "", n * _shard_share(tk))
+        return ch
 
     # -- accounting --------------------------------------------------------------------------
     def _account(self, j: JobRT, vec: dict[str, float], sign: float) -> None:
@@ -416,3 +467,12 @@ class Session:
                     node.rel[s.type].remove(s)
                     del node.rel_owner[s.key]
         self.undo.append(undo)
+
+
+def _shard_share(tk: Take) -> float:
+    """The card share of one shard of `tk`: 1 / its card's shards; 0 for shards on no card."""
+    k = tk.shard_card
+    if k is None or k == CARDLESS:
+        return 0.0
+    cap = tk.node.card_cap.get(k, 0.0)
+    return 1.0 / cap if cap > 0 else 0.0

@@ -80,6 +80,9 @@ class JobRow(Base):
     tres_alloc: Mapped[str] = mapped_column(String(500), nullable=False, default="")
     billing: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
     allocation: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # the allocation's charge in batchd.gres's record form (TRES + card-share keys), set
+    # with the allocation when the job starts; None while pending and for older rows
+    charge: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     spec: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
     request: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
     # what the controller asked the node agent to do with the running job:
