@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from batchd.errors import InvalidRequest
+from batchd.gres import node_inventories
 from batchd.model import Account
 
 RESOURCE_FIELDS = ("quota", "limit", "over_quota_weight", "lending_limit")
@@ -211,11 +212,10 @@ def to_doc(accounts: list[Account], associations: list[dict[str, Any]]) -> dict[
 def cluster_gpu_types(nodes: list[Any]) -> set[str]:
     """GPU types and MIG profiles that the nodes' inventories offer."""
     types: set[str] = set()
-    for n in nodes:
-        for g in n.gpus:
-            types.add(g["type"])
-            for m in g.get("mig") or []:
-                types.add(m["profile"])
+    for inv in node_inventories(nodes).values():
+        for c in inv.cards:
+            types.add(c.type)
+            types.update(m.profile for m in c.mig)
     return types
 
 
