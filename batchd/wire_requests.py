@@ -67,6 +67,12 @@ def _pattern(v: str, path: str, lim: Mapping[str, Any] | None) -> None:
         raise WireError(path, f"is not a filename pattern batchd can expand ({e})") from None
 
 
+def _end_text(v: str, path: str, lim: Mapping[str, Any] | None) -> None:
+    """A report's end: a number, or the word `now` (the daemon's clock decides)."""
+    if v != "now":
+        _number_text(v, path, lim)
+
+
 def _number_text(v: str, path: str, lim: Mapping[str, Any] | None) -> None:
     try:
         x = float(v)
@@ -154,6 +160,7 @@ ACCOUNTS_DOC = Obj({"account": List(ACCOUNT), "user": List(USER), "price": List(
 Q_TEXT = Str(65536)
 Q_FLAG = Str(16)
 Q_NUMBER = Str(64, test=_number_text)
+Q_END = Str(64, test=_end_text)
 Q_INT = Str(32, test=_int_text)
 
 
@@ -216,7 +223,7 @@ REQUESTS: dict[tuple[str, str], Route] = {
         "shares": SHARES, "resources": RESOURCES, "account": Str(256, null=True), "default": FLAG,
         "dry_run": FLAG}, ("op", "name"))),
     # chargeback (batchd/accounting/routes.py)
-    ("GET", "/v1/report"): Route(Q(start=Q_NUMBER, end=Q_NUMBER, by=Str(256), accounts=Q_TEXT, users=Q_TEXT,
+    ("GET", "/v1/report"): Route(Q(start=Q_NUMBER, end=Q_END, by=Str(256), accounts=Q_TEXT, users=Q_TEXT,
                                    spread_idle=Q_FLAG, daily=Q_FLAG, raw=Q_FLAG, zero_gpu_s=Q_NUMBER), None),
     ("GET", "/v1/prices"): Route(NO_QUERY, None),
     ("POST", "/v1/prices"): Route(NO_QUERY, _body({"prices": List(PRICE, min_items=1, max_items=10_000)},
