@@ -34,9 +34,13 @@ Extensions of the documented format, all optional:
 - `nodes[].shards` (int, default 0): `gres/shard` units the node offers, split evenly over
   its whole (non-MIG) GPUs; a job's shards on a node come from one card.
 - Decisions: each node of a started job's allocation carries `cpu_ids` (ascending; absent on
-  a node without CPUs) and, for shards, `shard_gpus: [index]`.
+  a node without CPUs) and, for shards, `shard_gpus: [index]`; each start carries `charge`,
+  what the allocation is charged for by the GPU model (batchd/gres.py, docs/gpu-model.md).
+- `jobs[].charge` (on a running job, optional): its stored charge in record form (priority's
+  TRES of the job; the scheduler itself counts the allocation).
 - `nodes[].gpus[]` devices may carry `"slices"`: the number of compute slices of a MIG-capable
-  GPU (default 4 for RTX PRO / A30 class types, whose type name contains `rtx` or `a30`, else 7).
+  GPU (default 4 for RTX PRO / A30 class types, whose type name contains `rtx` or `a30`, else 7);
+  a MIG instance counts its profile's compute slices over them (`1c.3g.40gb`: 1), batchd/gres.py.
 - `accounts[].resources[r].lending_limit` (Kueue's lendingLimit).
 - `jobs[].partition_nodes` (list of node names): the job may only run on these nodes (its
   partition); `jobs[].exclusive` (bool): the job takes whole nodes (all their idle GPUs,
