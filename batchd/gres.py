@@ -347,11 +347,11 @@ def charge_of_allocation(allocation: Mapping[str, Any], nodes: Mapping[str, Node
         n = float(a.get("shards", 0) or 0)
         if n:
             cards = a.get("shard_gpus")
-            card = inv.card(cards[0]) if isinstance(cards, list) and cards and isinstance(cards[0], int) else None
-            if card is None:
-                card = next((c for c in inv.cards if c.shards), None)
-            if card is not None and card.shards:
-                ch.add_part(SHARD, n, card.type, n / card.shards)
+            on = inv.card(cards[0]) if isinstance(cards, list) and cards and isinstance(cards[0], int) else None
+            if on is None:  # stored without its card: the first card that offers shards
+                on = next((c for c in inv.cards if c.shards), None)
+            if on is not None and on.shards:
+                ch.add_part(SHARD, n, on.type, n / on.shards)
             else:
                 ch.add_part(SHARD, n, "", 0.0)
     return ch
