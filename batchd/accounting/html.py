@@ -113,8 +113,8 @@ def _rate_card(rep: dict[str, Any]) -> str:
         applied = (span_words(local(p["applied_from"], _dt.UTC), local(p["applied_to"], _dt.UTC), "UTC")
                    if p.get("applied_from") is not None else "")
         body.append("<tr>" + _td(str(p["tres"]), "") + _td(f"{money(p['per_hour'])} per {unit_of(p['tres'])}")
-                    + _td(str(p.get("currency") or ""), "") + _td(fmt_day(p.get("valid_from")), "")
-                    + _td(fmt_day(p["valid_to"]) if p.get("valid_to") is not None else "open-ended", "")
+                    + _td(str(p.get("currency") or ""), "") + _td(fmt_day(p.get("valid_from")), "d")
+                    + _td(fmt_day(p["valid_to"]) if p.get("valid_to") is not None else "open-ended", "d")
                     + _td(applied, "") + "</tr>")
     notes = ['Dates are UTC. "Valid to" is exclusive: the price ends at the start of that day. "Applied in '
              'this bill" is the part of this period the price was used for, its last day included.']
@@ -183,7 +183,7 @@ def _quota(rep: dict[str, Any], palette: dict[str, str]) -> str:
         whole = to_date / elapsed if to_date is not None and elapsed > 0 else None
         used, borrowed = float(r.get("gpu_hours") or 0.0), float(r.get("borrowed_gpu_hours") or 0.0)
         pct = r.get("quota_used_pct")
-        caption = (f"{used:,.1f} GPU-h used, {pct:,.1f}% of quota to date" if to_date and pct is not None
+        caption = (f"{used:,.1f} GPU-h, {pct:,.1f}% of quota to date" if to_date and pct is not None
                    else f"{used:,.1f} GPU-h used (no quota)")
         items.append({"label": label, "account": r.get("account"), "used": used, "whole": whole,
                       "to_date": to_date, "borrowed": borrowed, "caption": caption})
@@ -200,7 +200,7 @@ def _quota(rep: dict[str, Any], palette: dict[str, str]) -> str:
              "hour, from capacity others left idle. Lent: GPU-hours of this quota others used.")
     head = ["Account", "Quota, whole period", "Quota to date", "Used", PERCENT["quota_used_pct"], "Borrowed",
             "Lent"]
-    return (f'<p class="small">{escape(intro)}</p><div class="chart">{quota_svg(items, palette)}</div>'
+    return (f'<div class="chart"><p class="small">{escape(intro)}</p>{quota_svg(items, palette)}</div>'
             + _table(head, body, caption="GPU-hours; quota used = used / quota to date"))
 
 
@@ -343,7 +343,7 @@ dl.summary dt{font-weight:bold}dl.summary dd{margin:0}
 table{border-collapse:collapse;font-size:13px;margin:4px 0}
 th,td{padding:3px 8px;border-bottom:1px solid #ddd;text-align:left;vertical-align:bottom}
 th{background:#f3f3f3;border-bottom:2px solid #999}
-td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.n,td.d{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}td.d{text-align:left}
 .muted{color:#888}tr.total td{font-weight:bold;border-top:2px solid #333}
 tr.notyet td{color:#888;font-style:italic}tr.weekend td:first-child{color:#a33}
 caption{text-align:left;font-weight:bold;padding:4px 0}

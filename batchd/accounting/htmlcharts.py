@@ -46,11 +46,12 @@ def fmt_tick(v: float, ticks: list[float]) -> str:
     return f"{v:,.{places}f}"
 
 
-def fmt_short(v: float) -> str:
-    """A value on a bar: whole GPU-hours from 100 up, one place below."""
+def fmt_short(v: float, peak: float) -> str:
+    """A value on a bar (the table below has it exactly): whole GPU-hours where the
+    largest is 10 or more, else one place; one format for all bars of a chart."""
     if v <= 0:
         return "0"
-    return f"{v:,.0f}" if v >= 99.95 else f"{v:.1f}"
+    return f"{v:.0f}" if peak >= 10 else f"{v:.1f}"
 
 
 def _hatch(pid: str, color: str) -> str:
@@ -65,7 +66,8 @@ def daily_svg(days: list[Day], daily: dict[str, dict[str, float]], accounts: lis
     `accounts` order, bottom up), y-axis in GPU-hours with round ticks and grid lines,
     the day's total above each counted day, and the part of the period after `upto`
     hatched and labelled `notyet_label`."""
-    w, h, left, right, top, bottom = 960, 380, 72, 14, 30, 58
+    # 800 wide: on A4 (about 700 px between the margins) a 12 px label prints at 8 pt
+    w, h, left, right, top, bottom = 800, 340, 62, 10, 30, 52
     pw, ph = w - left - right, h - top - bottom
     n = max(len(days), 1)
     step = pw / n
@@ -111,8 +113,8 @@ def daily_svg(days: list[Day], daily: dict[str, dict[str, float]], accounts: lis
                        f'fill="{palette[a]}"><title>{escape(d.key)} {escape(a)}: {v:,.2f} GPU-h</title></rect>')
         if d.counted > 0 and step >= 18:
             out.append(f'<text class="daytotal" x="{x + bw / 2:.1f}" y="{y - 4:.1f}" text-anchor="middle" '
-                       f'font-size="{10 if step < 26 else 11}" fill="{"#222" if total else "#999"}">'
-                       f'{fmt_short(total)}</text>')
+                       f'font-size="{10 if step < 26 else 11}" fill="{"#222" if total else "#999"}" '
+                       f'stroke="#fff" stroke-width="3" paint-order="stroke">{fmt_short(total, max(totals))}</text>')
         if i % every == 0 or d.date.day == 1:
             fill = "#a33" if d.date.weekday() >= 5 else "#222"
             out.append(f'<text class="day" x="{x + bw / 2:.1f}" y="{base + 16}" text-anchor="middle" '
@@ -150,20 +152,20 @@ def quota_svg(items: list[dict[str, Any]], palette: dict[str, str]) -> str:
     quota for the whole period or None, `to_date`: its part elapsed, `borrowed`): the
     whole period's quota light, its elapsed part darker and marked, the use as a bar in
     the account's colour with its borrowed part hatched."""
-    w, left, right, track, gap, top = 960, 130, 300, 26, 16, 34
+    w, left, right, track, gap, top = 800, 100, 270, 24, 14, 34
     h = top + len(items) * (track + gap) + 6
     peak = max([x["used"] for x in items] + [x["whole"] or 0.0 for x in items] + [1e-9])
     scale = (w - left - right) / peak
     out = [f'<svg id="quota" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" {FONT} role="img" '
            f'aria-label="quota versus use per account, GPU-hours">',
            f'<defs>{_hatch("borrow-hatch", "#333")}</defs>']
-    key = [(QUOTA_FILL, "quota, whole period"), (ELAPSED_FILL, "quota to date (elapsed part)"),
-           ("#4e79a7", "used (the account's colour)"), ("url(#borrow-hatch)", "of which borrowed")]
+    key = [(QUOTA_FILL, "quota, whole period"), (ELAPSED_FILL, "quota to date"),
+           ("#4e79a7", "used (account colour)"), ("url(#borrow-hatch)", "of which borrowed")]
     x = 10
     for fill, text in key:
         out.append(f'<rect x="{x}" y="6" width="14" height="12" fill="{fill}" stroke="#888" stroke-width="0.5"/>'
                    f'<text x="{x + 19}" y="16" font-size="12">{escape(text)}</text>')
-        x += 19 + 7 * len(text) + 24
+        x += 19 + 7 * len(text) + 20
     for i, it in enumerate(items):
         y = top + i * (track + gap)
         whole, to_date, used = it["whole"], it["to_date"], it["used"]

@@ -305,5 +305,5 @@ def test_csv_carries_period_and_currency_and_every_format_shows_the_rate_card(da
         ["gres/gpu:h200", "3.00", "EUR", "valid", "from", "2026-10-16"]]
     assert table[at + 1].split()[-4:] == ["applied", "2026-10-01", "-", "2026-10-16"]
     html = r.invoke(report_cmd, ["--month", "2026-10", "--html"]).output
-    assert ('<tr><td>gres/gpu:h200</td><td class="n">3.00 per GPU-hour</td><td>EUR</td><td>2026-10-16</td>'
-            '<td>open-ended</td><td>16–31 October 2026</td></tr>') in html
+    assert ('<tr><td>gres/gpu:h200</td><td class="n">3.00 per GPU-hour</td><td>EUR</td><td class="d">2026-10-16</td>'
+            '<td class="d">open-ended</td><td>16–31 October 2026</td></tr>') in html
