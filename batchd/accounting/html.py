@@ -33,7 +33,15 @@ from batchd.accounting.billtime import (
     span_words,
     zone,
 )
-from batchd.accounting.htmlcharts import PALETTE, colors, daily_svg, legend_svg, quota_svg, swatch
+from batchd.accounting.htmlcharts import (
+    PALETTE,
+    colors,
+    daily_svg,
+    legend_svg,
+    quota_svg,
+    swatch,
+    totals_on_bars,
+)
 from batchd.accounting.render import PERCENT, _cell, _total_row, columns, fmt_cell, fmt_day, fmt_time
 
 __all__ = ["PALETTE", "render_html"]
@@ -99,8 +107,8 @@ def _bill(rep: dict[str, Any]) -> str:
     tot = _total_row(rep)
     cells = [_td("TOTAL" if i == 0 else "", "") for i in range(ngroup)]
     cells += [_td(_cell_text(k, _cell(tot, k)) if k != "gpu_efficiency_pct" else "") for k, _ in cols[ngroup:]]
-    note = (f'<p class="small">Costs in {escape(cur)}. GPU efficiency: measured GPU utilisation over the '
-            f'GPU time that was measured; "{NOT_MEASURED}" where no GPU time was measured.</p>')
+    note = (f'<p class="small">{f"Costs in {escape(cur)}. " if cur else ""}GPU efficiency: measured GPU '
+            f'utilisation over the GPU time that was measured; "{NOT_MEASURED}" where no GPU time was measured.</p>')
     return _table(head, body, '<tr class="total">' + "".join(cells) + "</tr>") + note
 
 
@@ -127,37 +135,46 @@ def _rate_card(rep: dict[str, Any]) -> str:
 
 
 def _daily_table(rep: dict[str, Any], days: list[Day], accounts: list[str], palette: dict[str, str]) -> str:
-    """The chart's numbers: a line per day, a column per account, the day's total; days
-    not counted yet say so."""
+    """The chart's numbers: a column per account and the total; a line per day (per
+    month where the period is longer than two months); the days not counted yet in one
+    line that says so."""
     tz, label = zone(rep)
     daily = rep.get("daily") or {}
-    head = ["Day", *accounts, "Total"]
-    body, sums = [], dict.fromkeys(accounts, 0.0)
-    later = [d for d in days if d.counted == 0]
+    monthly = len(days) > 62
+    groups: dict[tuple[int, ...], list[Day]] = {}
     for d in days:
-        name = f"{WEEKDAYS[d.date.weekday()]} {day_month(d.date)}"
-        if d.counted == 0:
-            continue
-        if d.counted < 1:
-            name += f" (to {local(d.start + d.counted * (d.end - d.start), tz):%H:%M} {label})"
-        vals = [float((daily.get(d.key) or {}).get(a, 0.0)) for a in accounts]
+        if d.counted > 0:
+            key = (d.date.year, d.date.month) if monthly else (d.date.year, d.date.month, d.date.day)
+            groups.setdefault(key, []).append(d)
+    head = ["Month" if monthly else "Day", *accounts, "Total"]
+    body, sums = [], dict.fromkeys(accounts, 0.0)
+    for group in groups.values():
+        d = group[0]
+        name = f"{MONTHS[d.date.month - 1]} {d.date.year}" if monthly else f"{WEEKDAYS[d.date.weekday()]} {day_month(d.date)}"
+        if group[-1].counted < 1:
+            g = group[-1]
+            upto = local(g.start + g.counted * (g.end - g.start), tz)
+            name += f" (to {day_month(upto.date()) + ' ' if monthly else ''}{upto:%H:%M} {label})"
+        vals = [sum(float((daily.get(x.key) or {}).get(a, 0.0)) for x in group) for a in accounts]
         for a, v in zip(accounts, vals, strict=True):
             sums[a] += v
-        cls = ' class="weekend"' if d.date.weekday() >= 5 else ""
+        cls = ' class="weekend"' if not monthly and d.date.weekday() >= 5 else ""
         body.append(f"<tr{cls}><td>{escape(name)}</td>"
                     + "".join(_td(f"{v:,.2f}", "n" if v else "n muted") for v in vals)
                     + _td(f"{sum(vals):,.2f}", "n" if sum(vals) else "n muted") + "</tr>")
+    later = [d for d in days if d.counted == 0]
     if later:
         first, last = later[0].date, later[-1].date
         name = (day_month(first) if first == last else f"{first.day}–{last.day} {MONTHS[first.month - 1]}"
-                if first.month == last.month else f"{day_month(first)} – {day_month(last)}")
+                if (first.year, first.month) == (last.year, last.month) else f"{day_month(first)} – {day_month(last)}")
         body.append(f'<tr class="notyet"><td>{escape(name)}</td>'
                     f'<td colspan="{len(accounts) + 1}">not yet counted</td></tr>')
     foot = ('<tr class="total"><td>Period</td>' + "".join(_td(f"{sums[a]:,.2f}") for a in accounts)
             + _td(f"{sum(sums.values()):,.2f}") + "</tr>")
     th = "".join(f'<th scope="col">{swatch(palette[a]) + " " if 0 < i < len(head) - 1 else ""}{escape(a)}</th>'
                  for i, a in enumerate(head))
-    return (f'<table class="daily"><caption>GPU-hours per day and account</caption><thead><tr>{th}</tr></thead>'
+    caption = f"GPU-hours per {'month' if monthly else 'day'} and account"
+    return (f'<table class="daily"><caption>{caption}</caption><thead><tr>{th}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody><tfoot>{foot}</tfoot></table>')
 
 
@@ -288,11 +305,19 @@ def _notes(rep: dict[str, Any]) -> str:
     return "<ul class=\"notes\">" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>"
 
 
+def _chart_note(ndays: int) -> str:
+    note = "A bar per day, a colour per account"
+    if totals_on_bars(ndays):
+        note += "; the number above a bar is the day's total in GPU-hours, rounded"
+    note += f". The table below has the exact figures{' by month' if ndays > 62 else ''}."
+    return note + (" Weekend days are in red." if ndays <= 93 else "")
+
+
 def render_html(rep: dict[str, Any], issued: float | None = None) -> str:
     """The page, as one string (UTF-8 text). `issued`: when the page is produced (unix
     seconds; default now), printed as the issue date."""
     tz, label = zone(rep)
-    cluster = str(rep.get("cluster") or "GPU cluster")
+    cluster = str(rep.get("cluster") or "")
     words = period_words(rep)
     cur = rep.get("currency") or ""
     days = days_of(rep)
@@ -311,16 +336,17 @@ def render_html(rep: dict[str, Any], issued: float | None = None) -> str:
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{escape(cluster)} GPU bill, {escape(words)}</title>
+<title>{escape(cluster + " " if cluster else "")}GPU bill, {escape(words)}</title>
 <style>{CSS}</style></head><body>
-<header><p class="kicker">GPU usage bill · cluster {escape(cluster)}</p>
+<header><p class="kicker">GPU usage bill{" · cluster " + escape(cluster) if cluster else ""}</p>
 <h1>{escape(words)}</h1>
 <dl class="meta">{"".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in meta)}</dl></header>
 <section><h2>Summary</h2>{_summary(rep)}</section>
 <section><h2>Bill by {escape(", ".join(rep["group_by"]).replace("_", " "))}</h2>{_bill(rep)}</section>
 <section><h2>Rate card</h2>{_rate_card(rep)}</section>
 <section class="chart"><h2>GPU-hours per day</h2>{legend_svg(accounts, palette)}
-{daily_svg(days, daily, accounts, palette, notyet)}</section>
+{daily_svg(days, daily, accounts, palette, notyet)}
+<p class="small">{escape(_chart_note(len(days)))}</p></section>
 <section>{_daily_table(rep, days, accounts, palette)}</section>
 {f'<section><h2>Quota and use</h2>{quota}</section>' if quota else ""}
 {f'<section><h2>Users of each account</h2>{users}</section>' if users else ""}

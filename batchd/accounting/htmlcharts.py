@@ -60,6 +60,20 @@ def _hatch(pid: str, color: str) -> str:
             f'<line x1="0" y1="0" x2="0" y2="6" stroke="{color}" stroke-width="2.5"/></pattern>')
 
 
+DAILY_PLOT_W = 800 - 62 - 10  # daily_svg's plot area
+
+
+def totals_on_bars(ndays: int) -> bool:
+    """Whether daily_svg prints each day's total above its bar (room for 3 digits)."""
+    return DAILY_PLOT_W / max(ndays, 1) >= 18
+
+
+def _day_labelled(ndays: int, day: int) -> bool:
+    """Which days the x-axis numbers: every day up to a month, the 1st, 8th, 15th and
+    22nd up to three months, none beyond (the months are named)."""
+    return ndays <= 31 or (ndays <= 93 and day in (1, 8, 15, 22))
+
+
 def daily_svg(days: list[Day], daily: dict[str, dict[str, float]], accounts: list[str],
               palette: dict[str, str], notyet_label: str) -> str:
     """The stacked daily chart: a bar per day of the period, one segment per account (in
@@ -98,8 +112,6 @@ def daily_svg(days: list[Day], daily: dict[str, dict[str, float]], accounts: lis
         anchor, tx = ("start", x0 + 5) if left + pw - x0 > 230 else ("end", x0 - 5)
         out.append(f'<text x="{tx:.1f}" y="{top - 10}" text-anchor="{anchor}" font-size="12" '
                    f'fill="#444">{escape(notyet_label)}</text>')
-    every = max(1, math.ceil(n / 31))
-    month_at = [i for i, d in enumerate(days) if i == 0 or d.date.day == 1]
     for i, (d, total) in enumerate(zip(days, totals, strict=True)):
         x = left + i * step + (step - bw) / 2
         y = float(base)
@@ -111,21 +123,29 @@ def daily_svg(days: list[Day], daily: dict[str, dict[str, float]], accounts: lis
             y -= bh
             out.append(f'<rect class="bar" x="{x:.2f}" y="{y:.2f}" width="{bw:.2f}" height="{bh:.2f}" '
                        f'fill="{palette[a]}"><title>{escape(d.key)} {escape(a)}: {v:,.2f} GPU-h</title></rect>')
-        if d.counted > 0 and step >= 18:
+        if d.counted > 0 and totals_on_bars(n):
             out.append(f'<text class="daytotal" x="{x + bw / 2:.1f}" y="{y - 4:.1f}" text-anchor="middle" '
                        f'font-size="{10 if step < 26 else 11}" fill="{"#222" if total else "#999"}" '
                        f'stroke="#fff" stroke-width="3" paint-order="stroke">{fmt_short(total, max(totals))}</text>')
-        if i % every == 0 or d.date.day == 1:
+        if _day_labelled(n, d.date.day):
             fill = "#a33" if d.date.weekday() >= 5 else "#222"
             out.append(f'<text class="day" x="{x + bw / 2:.1f}" y="{base + 16}" text-anchor="middle" '
                        f'font-size="12" fill="{fill}">{d.date.day}</text>')
-    for i in month_at:
-        d = days[i]
+    last_end = -1e9
+    for i, d in enumerate(days):
+        if i and d.date.day != 1:
+            continue
         x = left + i * step
-        out.append(f'<text x="{x:.1f}" y="{base + 36}" font-size="12" fill="#444">'
-                   f'{MONTHS[d.date.month - 1]} {d.date.year}</text>')
-    out.append(f'<text x="{w - right}" y="{base + 36}" text-anchor="end" font-size="11" fill="#666">'
-               f'day of the month (weekends in red)</text>')
+        name = MONTHS[d.date.month - 1]
+        if n > 62:
+            name = name[:3]
+        if n <= 62 or i == 0 or d.date.month == 1:
+            name += f" {d.date.year}"
+        if x < last_end:  # no room (a period starting at a month's end): the next month's name
+            continue
+        out.append(f'<text class="month" x="{x:.1f}" y="{base + (36 if n <= 93 else 18)}" font-size="12" '
+                   f'fill="#444">{name}</text>')
+        last_end = x + 7.5 * len(name) + 10
     out.append("</svg>")
     return "".join(out)
 

@@ -320,3 +320,27 @@ def test_optional_fields_users_and_escaping():
 def test_a_bill_that_does_not_reconcile_says_so():
     doc = Tree(render_html(_rep(reconciled=False, jobs_cost="1800.02"))).root
     assert "NOT RECONCILED: sum over accounts 1,800.00 EUR ≠ sum over jobs 1,800.02 EUR" in section(doc, "Summary").text
+
+
+def test_a_long_period_names_months_and_totals_by_month():
+    rep = _rep(period={"start": ts("2026-01-01"), "end": ts("2027-01-01"), "upto": ts("2027-01-01")})
+    doc = Tree(render_html(rep)).root
+    assert doc.all("h1")[0].text == "1 January – 31 December 2026"
+    daily = doc.by_id("daily")
+    assert not daily.all("text", "day") and not daily.all("text", "daytotal")  # no room: the months are named
+    months = [t.text for t in daily.all("text", "month")]
+    assert months[0] == "Jan 2026" and months[-1] == "Dec" and len(months) >= 10
+    table = rows_of(doc.all("table", "daily")[0])
+    assert table[0][0] == "Month" and len(table) == 1 + 12 + 1
+    assert table[11] == ["November 2026", "1,500.00", "1,500.00"] and table[-1][-1] == "1,500.00"
+
+
+def test_an_empty_report_without_cluster_or_prices():
+    rep = _rep(rows=[], daily={}, rate_card=[], currency="", totals={"gpu_hours": 0.0, "cpu_hours": 0.0,
+                                                                     "billing": 0.0, "cost": "0.00"})
+    del rep["cluster"]
+    doc = Tree(render_html(rep)).root
+    assert doc.all("p", "kicker")[0].text == "GPU usage bill"
+    assert "No prices in force in the period: nothing is charged." in section(doc, "Rate card").text
+    assert "Costs in" not in doc.text and "Quota and use" not in doc.text
+    assert [float(t.text) for t in doc.by_id("daily").all("text", "ytick")] == [0, 1]
