@@ -107,8 +107,10 @@ def _bill(rep: dict[str, Any]) -> str:
     tot = _total_row(rep)
     cells = [_td("TOTAL" if i == 0 else "", "") for i in range(ngroup)]
     cells += [_td(_cell_text(k, _cell(tot, k)) if k != "gpu_efficiency_pct" else "") for k, _ in cols[ngroup:]]
-    note = (f'<p class="small">{f"Costs in {escape(cur)}. " if cur else ""}GPU efficiency: measured GPU '
-            f'utilisation over the GPU time that was measured; "{NOT_MEASURED}" where no GPU time was measured.</p>')
+    note = (f'<p class="small">{f"Costs in {escape(cur)}. " if cur else ""}Billing-h: the jobs\' billing units '
+            f'(Slurm\'s TRES billing weights) times hours, charged only where the rate card prices billing. '
+            f'GPU efficiency: measured GPU utilisation over the GPU time that was measured; "{NOT_MEASURED}" '
+            f'where no GPU time was measured.</p>')
     return _table(head, body, '<tr class="total">' + "".join(cells) + "</tr>") + note
 
 
@@ -268,7 +270,10 @@ def _summary(rep: dict[str, Any]) -> str:
     used = float(t.get("gpu_hours") or 0.0)
     idle = float(rep.get("idle_gpu_hours") or 0.0)
     spread = bool(rep["rows"]) and "idle_cost" in rep["rows"][0]
-    items = [("Total cost", f"<strong>{escape(money(t['cost']))} {cur}</strong>"
+    p = rep["period"]
+    month = month_of(rep)
+    so_far = p.get("upto", p["end"]) < p["end"] or (month is not None and not month[2])
+    items = [("Total cost to date" if so_far else "Total cost", f"<strong>{escape(money(t['cost']))} {cur}</strong>"
               + (f" ({escape(money(t['cost_with_idle']))} {cur} with idle capacity spread over accounts)"
                  if "cost_with_idle" in t else "")),
              ("GPU-hours used", f"{used:,.2f} of {cap:,.2f} GPU-hours of capacity"

@@ -202,6 +202,7 @@ def test_bill_of_a_running_month_in_chromium(store, tmp_path):
     assert bill[2] == ["speech", "154.00", "1,232.00", "154.00", "347.52", "not measured"]
     assert bill[-1][:5] == ["TOTAL", "1,752.00", "14,016.00", "652.50", "4,003.36"]
     summary = section(doc, "Summary").text
+    assert "Total cost to date4,003.36 EUR" in summary
     assert "Reconciled to the cent: sum over accounts 4,003.36 EUR = sum over jobs 4,003.36 EUR" in summary
     assert "5,008.00 GPU-hours, worth 10,978.40 EUR" in summary
     # quota against the whole month's quota, the elapsed part marked, borrowing and lending
@@ -240,6 +241,7 @@ def _rep(**kw: Any) -> dict[str, Any]:
 def test_a_whole_past_month_has_every_day_and_nothing_hatched():
     doc = Tree(render_html(_rep(), issued=ts("2026-12-02T08:00"))).root
     assert doc.all("h1")[0].text == "November 2026"
+    assert "Total cost1,800.00 EUR" in section(doc, "Summary").text
     assert doc.all("title")[0].text == "dev16 GPU bill, November 2026"
     daily = doc.by_id("daily")
     assert [t.text for t in daily.all("text", "day")] == [str(d) for d in range(1, 31)]
