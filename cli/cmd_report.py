@@ -98,6 +98,7 @@ def command(month, start, end, by, accounts, users, spread_idle, zero_gpu, fmt, 
         q["zero_gpu_s"] = str(zero_gpu * 3600)
     if fmt == "html":
         q["daily"] = "1"
+        q["by_user"] = "1"
     rep = client.call("batchd report", "GET", "/v1/report", query=q)
     text = render(rep, fmt)
     if output:
@@ -120,7 +121,7 @@ def render(rep: dict, fmt: str | None) -> str:
     if fmt == "html":
         from batchd.accounting.html import render_html
 
-        return render_html(rep, title=f"{rep.get('cluster') or 'GPU cluster'} bill")
+        return render_html(rep)
     from batchd.accounting.render import render_table
 
     return render_table(rep)

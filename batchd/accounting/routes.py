@@ -1,9 +1,11 @@
 """HTTP handlers of chargeback, for `batchd/api.py` to merge into its ROUTES:
 
     GET  /v1/report?start=&end=&by=account,user&accounts=&users=&spread_idle=1&daily=1&raw=1&zero_gpu_s=
+                   &by_user=1
          -> the report object of DESIGN.md section 7 (start/end unix seconds, end also
             "now": the daemon's clock, the current partial hour included; default: the
-            current month up to now)
+            current month up to now). by_user=1 (the HTML bill) adds "user_rows": the rows
+            of the same report grouped by account and user, at the same `now`
     GET  /v1/prices                 -> {"prices": [PRICE], "currency": str}
     POST /v1/prices  (admin)        body {"prices": [{tres, per_hour, currency, valid_from, valid_to}]}
                                     -> {"added": n}; valid_from/valid_to as in `[[price]]`
@@ -68,6 +70,11 @@ def report(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[str,
                        accounts=_list(q, "accounts"), users=_list(q, "users"),
                        spread_idle=q.get("spread_idle") == "1", zero_gpu_s=zero_s,
                        daily=q.get("daily") == "1", raw=q.get("raw") == "1")
+    if q.get("by_user") == "1" and by == ["account"]:
+        # the same clock as the bill's, so that the users add up to their account's row
+        rep["user_rows"] = build_report(service.store, start=start, end=end, now=now, group_by=["account", "user"],
+                                        accounts=_list(q, "accounts"), users=_list(q, "users"),
+                                        zero_gpu_s=zero_s)["rows"]
     rep["cluster"] = service.cfg.cluster_name
     return rep
 

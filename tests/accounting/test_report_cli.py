@@ -95,6 +95,10 @@ def test_price_set_list_and_report_formats(daemon, store):
 
     html = r.invoke(report_cmd, ["--month", "2026-10", "--html"]).output
     assert html.startswith("<!DOCTYPE html>") and 'id="daily"' in html and 'class="bar"' in html
+    assert "<h1>October 2026</h1>" in html and "cluster dev16" in html
+    # the route added the users of each account (by_user=1), at the same clock as the bill
+    assert "<h3>vision</h3>" in html and "<td>alice</td>" in html and "<td>bob</td>" in html
+    assert "user_rows" not in r.invoke(report_cmd, ["--month", "2026-10", "--json"]).output
     assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
 
 
@@ -257,7 +261,7 @@ def test_percentages_say_they_are_percentages(daemon, store):
     v = next(x for x in js["rows"] if x["account"] == "vision")
     assert v["quota_used_pct"] == 0.67 and v["gpu_efficiency_pct"] == 80.0
     html = r.invoke(report_cmd, ["--month", "2026-10", "--html"]).output
-    assert "<th>Quota used</th>" in html and '<td class="n">80.0%</td>' in html
+    assert '<th scope="col">Quota used</th>' in html and '<td class="n">80.0%</td>' in html
 
 
 def test_csv_carries_period_and_currency_and_every_format_shows_the_rate_card(daemon, store):
@@ -301,4 +305,5 @@ def test_csv_carries_period_and_currency_and_every_format_shows_the_rate_card(da
         ["gres/gpu:h200", "3.00", "EUR", "valid", "from", "2026-10-16"]]
     assert table[at + 1].split()[-4:] == ["applied", "2026-10-01", "-", "2026-10-16"]
     html = r.invoke(report_cmd, ["--month", "2026-10", "--html"]).output
-    assert "gres/gpu:h200  3.00 EUR" in html
+    assert ('<tr><td>gres/gpu:h200</td><td class="n">3.00 per GPU-hour</td><td>EUR</td><td class="d">2026-10-16</td>'
+            '<td class="d">open-ended</td><td>16–31 October 2026</td></tr>') in html
