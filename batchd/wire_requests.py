@@ -73,6 +73,13 @@ def _end_text(v: str, path: str, lim: Mapping[str, Any] | None) -> None:
         _number_text(v, path, lim)
 
 
+def _job_or_task(v: str, path: str, lim: Mapping[str, Any] | None) -> None:
+    """A job id `N` or an array task `N_M`, ASCII digits only."""
+    head, sep, task = v.partition("_")
+    for part in (head, task) if sep else (head,):
+        _int_text(part, path, lim)
+
+
 def _number_text(v: str, path: str, lim: Mapping[str, Any] | None) -> None:
     try:
         x = float(v)
@@ -228,6 +235,6 @@ REQUESTS: dict[tuple[str, str], Route] = {
     ("GET", "/v1/prices"): Route(NO_QUERY, None),
     ("POST", "/v1/prices"): Route(NO_QUERY, _body({"prices": List(PRICE, min_items=1, max_items=10_000)},
                                                   ("prices",))),
-    ("GET", "/v1/eff"): Route(Q(job=Q_INT), None),
+    ("GET", "/v1/eff"): Route(Q(job=Str(64, test=_job_or_task)), None),
     ("POST", "/v1/rollup"): Route(NO_QUERY, _body({})),
 }

@@ -103,10 +103,17 @@ def set_prices(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[
 
 
 def eff(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[str, Any]:
-    try:
-        job_id = int(q.get("job", ""))
-    except ValueError:
-        raise InvalidRequest("job: a numeric job id is needed") from None
+    text = q.get("job", "")
+    head, _, task = text.partition("_")
+    if not (head.isascii() and head.isdigit()) or (task and not (task.isascii() and task.isdigit())):
+        raise InvalidRequest("job: a job id (N) or an array task (N_M) is needed")
+    job_id = int(head)
+    if task:  # an array task: its own job record (Python's int() would read "5_2" as 52)
+        hits = [j for j in service.store.list_jobs(ids=[], array_job_ids=[job_id])
+                if j.array_task_id == int(task)]
+        if not hits:
+            raise NotFound(f"Invalid job id specified: {text}")
+        job_id = hits[0].id
     job = service.store.get_job(job_id)
     runs = service.store.list_usage(job_ids=[job_id])
     if job is None and not runs:

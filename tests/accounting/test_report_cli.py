@@ -11,6 +11,7 @@ import os
 import pytest
 from acct_helpers import add_account, add_node, insert_running, insert_usage, ts, usage
 from click.testing import CliRunner
+from sqlalchemy import update
 
 from batchd.accounting import routes
 from batchd.accounting.efficiency import record_sample
@@ -23,6 +24,7 @@ from batchd.cli.cmd_price import command as price_cmd
 from batchd.cli.cmd_report import command as report_cmd
 from batchd.config import Config
 from batchd.service import Caller, Service
+from batchd.store.tables import JobRow
 
 H200 = {"cpu": 8, "mem": 65536, "node": 1, "gres/gpu": 2, "gres/gpu:h200": 2}
 
@@ -125,6 +127,20 @@ def test_eff_prints_seff_like_figures_and_zero_gpu_warning(daemon, store):
                                                      "--json", "--zero-gpu", "1"]).output)
     assert [(f["job_id"], f["reason"]) for f in rep["flags"]] == [(42, "gpu_zero_util")]
     assert CliRunner().invoke(eff_cmd, ["999"]).exit_code == 1
+
+
+def test_eff_of_an_array_task_is_that_task(daemon, store):
+    # issue 15: `batchd eff 5_2` showed job 52 (int() reads "5_2" as 52)
+    insert_running(store, 52, ts("2026-10-01T00:00"), "cpu=1,node=1,billing=1")
+    insert_running(store, 57, ts("2026-10-01T00:00"), "cpu=8,node=1,billing=8")
+    with store.tx() as s:
+        s.execute(update(JobRow).where(JobRow.id == 57).values(array_job_id=5, array_task_id=2))
+    out = CliRunner().invoke(eff_cmd, ["5_2"]).output
+    assert "Job ID: 57" in out and "Cores: 8" in out
+    assert "Job ID: 52" in CliRunner().invoke(eff_cmd, ["52"]).output
+    bad = CliRunner().invoke(eff_cmd, ["5_x"])
+    assert bad.exit_code == 1 and "Invalid job id: 5_x" in bad.output
+    assert CliRunner().invoke(eff_cmd, ["5_9"]).exit_code == 1
 
 
 def test_sreport_layouts(daemon, store, capsys):
