@@ -167,6 +167,10 @@ class Controller:
         }
         if r.get("exclusive"):
             d["exclusive"] = True
+        if j.array_job_id is not None and r.get("array_max_running"):
+            # the %N throttle counts the tasks this cycle starts too (the scheduler's check)
+            d["array_job_id"] = j.array_job_id
+            d["array_max_running"] = int(r["array_max_running"])
         if j.state != "PENDING":
             d["state"] = "RUNNING"
             d["start_time"] = j.start_time

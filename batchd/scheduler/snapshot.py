@@ -42,6 +42,9 @@ Extensions of the documented format, all optional:
   GPU (default 4 for RTX PRO / A30 class types, whose type name contains `rtx` or `a30`, else 7);
   a MIG instance counts its profile's compute slices over them (`1c.3g.40gb`: 1), batchd/gres.py.
 - `accounts[].resources[r].lending_limit` (Kueue's lendingLimit).
+- `jobs[].array_job_id` with `jobs[].array_max_running` (int > 0): a task of a job array with
+  Slurm's `%N` throttle; at most N tasks of the array run, counting those running and those
+  this cycle starts (the others pend with `JobArrayTaskLimit`).
 - `jobs[].partition_nodes` (list of node names): the job may only run on these nodes (its
   partition); `jobs[].exclusive` (bool): the job takes whole nodes (all their idle GPUs,
   CPUs and memory) and only nodes nothing else runs on.

@@ -80,6 +80,8 @@ class Session:
         queues = self.queues
         self._shard_claims: list[tuple[Take, int | None]] = []
         self._cpu_held: dict[NodeRT, set[int]] = {}
+        # tasks running per throttled array (`%N`): those running and those this cycle starts
+        self.array_running: dict[object, int] = {}
         for spec in snap.jobs:
             j = JobRT(spec, queues[spec.account])
             mf = priorities.get(str(spec.id), 0) if priorities else 0
@@ -91,6 +93,8 @@ class Session:
             if j.running:
                 self._adopt_running(j)
                 self.running.append(j)
+                if j.array_max is not None:
+                    self.array_running[j.array] = self.array_running.get(j.array, 0) + 1
             elif spec.state in PENDING_STATES:
                 (self.pending if spec.eligible else self.ineligible).append(j)
         place_stored_shards(self._shard_claims)
@@ -152,7 +156,7 @@ class Session:
         result: most snapshots hold many jobs of few shapes."""
         pt = j.spec.per_task
         key = (j.queue, tuple(pt.items()), j.tasks, j.nodes, j.tpn, j.preemptible, j.prio, j.time_limit,
-               j.user if j.qos_max is not None else None, j.allowed, j.exclusive)
+               j.user if j.qos_max is not None else None, j.allowed, j.exclusive, j.array)
         hit = self._req_cache.get(key)
         if hit is not None:
             j.R, j.gpus_total, j.pools, j.shape, j.amounts, j.time_limit_key = hit
@@ -186,7 +190,7 @@ class Session:
         pt = j.spec.per_task
         tl = j.time_limit
         j.shape = (tuple(pt), j.nodes, j.tpn, j.preemptible, j.user if j.qos_max is not None else None,
-                   j.allowed, j.exclusive)
+                   j.allowed, j.exclusive, j.array)  # a throttled array's tasks fail together, no other job
         j.amounts = (tasks, -j.prio, *pt.values())
         j.time_limit_key = float("inf") if tl is None else float(tl)
 
@@ -344,6 +348,8 @@ class Session:
             used = self.qos_used.get((j.spec.qos, j.user), 0.0)
             if used + vec.get(GPU, 0.0) > j.qos_max + EPS:
                 return "qos"
+        if j.array_max is not None and self.array_running.get(j.array, 0) >= j.array_max:
+            return "array"
         return None
 
     def lending_blocked(self, j: JobRT, vec: dict[str, float]) -> bool:
@@ -398,12 +404,16 @@ class Session:
         j.charge = self.charge_of(takes)
         self._account(j, j.charge, 1.0)
         self._qos_add(j, 1.0)
+        if j.array_max is not None:
+            self.array_running[j.array] = self.array_running.get(j.array, 0) + 1
         self.starts.append((j, after))
         if j.time_limit is not None and j.time_limit > 0:
             j.end_time = self.now + j.time_limit
 
         def undo() -> None:
             self.starts.pop()
+            if j.array_max is not None:
+                self.array_running[j.array] -= 1
             self._qos_add(j, -1.0)
             self._account(j, j.charge, -1.0)
             for tk in reversed(takes):
