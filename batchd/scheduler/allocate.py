@@ -38,6 +38,8 @@ def limit_reason(key: str) -> str:
         return "QOSMaxGRESPerUser"
     if key == "array":
         return "JobArrayTaskLimit"
+    if key.startswith("assoc:"):  # an association limit (assoclimits.py) names its reason
+        return key[6:]
     key = key.removeprefix("np:")
     if key == "cpu":
         return "AssocGrpCpuLimit"

@@ -41,6 +41,7 @@ class JobRT:
     exclusive = False
     array: object = None      # the array job id of a task whose array has a %N throttle
     array_max: int | None = None
+    assoc: Any = None         # the association limits it runs under (assoclimits.Limits), if any
 
     def __init__(self, spec: Any, queue: Queue):
         self.spec = spec

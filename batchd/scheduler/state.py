@@ -17,6 +17,7 @@ from operator import attrgetter
 
 from batchd.gres import SHARD, Charge
 
+from .assoclimits import assoc_add, assoc_effective, assoc_over, assoc_setup
 from .cards import CARDLESS, place_stored_shards, shard_card, sync_card
 from .fairshare import UNLIMITED, Queue, compute_fair_shares, normalise_usage
 from .job import _CPU_POOL, BASE_RES, EPS, GPU, TYPED, JobRT
@@ -73,6 +74,7 @@ class Session:
                 if isinstance(m, int | float) and not isinstance(m, bool) and m >= 0:
                     qos_limits[q["name"]] = float(m)
         self._req_cache: dict[tuple, tuple] = {}
+        self._assoc_setup()
         self.jobs: list[JobRT] = []
         self.pending: list[JobRT] = []
         self.ineligible: list[JobRT] = []
@@ -88,11 +90,15 @@ class Session:
             j.sort_key = (-j.prio, -mf, spec.submit_time, j.idk)
             if spec.qos in qos_limits:
                 j.qos_max = qos_limits[spec.qos]
+            if self.assoc_policies:
+                self._assoc_of(j)
             self._job_request(j)
             self.jobs.append(j)
             if j.running:
                 self._adopt_running(j)
                 self.running.append(j)
+                if j.assoc is not None or self.run_mins:
+                    assoc_add(self, j, 1.0)
                 if j.array_max is not None:
                     self.array_running[j.array] = self.array_running.get(j.array, 0) + 1
             elif spec.state in PENDING_STATES:
@@ -145,6 +151,14 @@ class Session:
             q.path = path[::-1]
             q.depth = len(path) - 1
 
+    def _assoc_setup(self) -> None:
+        """Association limits (batchd.assocpolicy) from the snapshot's `accounts[].policy`,
+        `users[].policy` and `accounts[].budget_used` (see assoclimits.py)."""
+        assoc_setup(self)
+
+    def _assoc_of(self, j: JobRT) -> None:
+        j.assoc = assoc_effective(self, j)
+
     def may_use_type(self, q: Queue, gtype: str) -> bool:
         key = TYPED + gtype
         if key not in q.limit:
@@ -155,8 +169,9 @@ class Session:
         """Fill R, gpus_total, pools, shape, amounts. Identical requests share one (read-only)
         result: most snapshots hold many jobs of few shapes."""
         pt = j.spec.per_task
+        per_user = j.qos_max is not None or j.assoc is not None
         key = (j.queue, tuple(pt.items()), j.tasks, j.nodes, j.tpn, j.preemptible, j.prio, j.time_limit,
-               j.user if j.qos_max is not None else None, j.allowed, j.exclusive, j.array)
+               j.user if per_user else None, j.allowed, j.exclusive, j.array)
         hit = self._req_cache.get(key)
         if hit is not None:
             j.R, j.gpus_total, j.pools, j.shape, j.amounts, j.time_limit_key = hit
@@ -189,7 +204,8 @@ class Session:
         j.pools = frozenset(pools) if pools else _CPU_POOL
         pt = j.spec.per_task
         tl = j.time_limit
-        j.shape = (tuple(pt), j.nodes, j.tpn, j.preemptible, j.user if j.qos_max is not None else None,
+        j.shape = (tuple(pt), j.nodes, j.tpn, j.preemptible,
+                   j.user if j.qos_max is not None or j.assoc is not None else None,
                    j.allowed, j.exclusive, j.array)  # a throttled array's tasks fail together, no other job
         j.amounts = (tasks, -j.prio, *pt.values())
         j.time_limit_key = float("inf") if tl is None else float(tl)
@@ -350,6 +366,8 @@ class Session:
                 return "qos"
         if j.array_max is not None and self.array_running.get(j.array, 0) >= j.array_max:
             return "array"
+        if j.assoc is not None or j.queue.name in self.assoc_leaves:
+            return assoc_over(self, j, vec)
         return None
 
     def lending_blocked(self, j: JobRT, vec: dict[str, float]) -> bool:
@@ -406,6 +424,8 @@ class Session:
         self._qos_add(j, 1.0)
         if j.array_max is not None:
             self.array_running[j.array] = self.array_running.get(j.array, 0) + 1
+        if j.assoc is not None or self.run_mins:
+            assoc_add(self, j, 1.0)
         self.starts.append((j, after))
         if j.time_limit is not None and j.time_limit > 0:
             j.end_time = self.now + j.time_limit
@@ -414,6 +434,8 @@ class Session:
             self.starts.pop()
             if j.array_max is not None:
                 self.array_running[j.array] -= 1
+            if j.assoc is not None or self.run_mins:
+                assoc_add(self, j, -1.0)
             self._qos_add(j, -1.0)
             self._account(j, j.charge, -1.0)
             for tk in reversed(takes):
@@ -445,12 +467,16 @@ class Session:
                 sync_card(node, k)
         self._account(j, j.charge, -1.0)
         self._qos_add(j, -1.0)
+        if j.assoc is not None or self.run_mins:
+            assoc_add(self, j, -1.0)
         j.evicted = True
         self.preempts.append((j, reason, for_job))
 
         def undo() -> None:
             self.preempts.pop()
             j.evicted = False
+            if j.assoc is not None or self.run_mins:
+                assoc_add(self, j, 1.0)
             self._qos_add(j, 1.0)
             self._account(j, j.charge, 1.0)
             for tk in reversed(takes):
