@@ -11,6 +11,7 @@ disturb each other's. Reads only its arguments: no SQL, no clock, no logging.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 
 from batchd.jobdeps import dependency_status
@@ -32,6 +33,7 @@ class CycleBook:
     stored_reason: dict[int, str]  # pending job -> its reason as stored
     stored_priority: dict[int, int]  # pending or running job -> its priority as stored
     stored_estimate: dict[int, float | None]  # pending job -> its start estimate as stored
+    running_by_array: dict[int, int]  # array job id -> its tasks in state RUNNING
     dep_text: dict[int, str | None] = field(default_factory=dict)  # new `Dependency=` text
     eligible: dict[int, float] = field(default_factory=dict)  # new EligibleTime, unix seconds
     left_out: dict[int, str] = field(default_factory=dict)  # pending jobs out of this cycle -> why
@@ -48,7 +50,10 @@ class CycleBook:
             jobs=jobs, by_id={j.id: j for j in jobs},
             stored_reason={j.id: j.reason for j in jobs if j.state == "PENDING"},
             stored_priority={j.id: j.priority for j in jobs if j.state in ("PENDING", "RUNNING")},
-            stored_estimate={j.id: j.start_estimate for j in jobs if j.state == "PENDING"})
+            stored_estimate={j.id: j.start_estimate for j in jobs if j.state == "PENDING"},
+            # once per snapshot: each pending task of a throttled array looks its count up
+            running_by_array=dict(Counter(j.array_job_id for j in jobs
+                                          if j.array_job_id is not None and j.state == "RUNNING")))
 
     def leave_out(self, j: Job, refused: dict[int, str]) -> bool:
         """Whether pending job `j` stays out as refused before: `refused` (a job id ->
@@ -71,7 +76,8 @@ class CycleBook:
     def eligibility(self, j: Job, now: float) -> str | None:
         """The reason pending job `j` may not be considered at all, or None. Notes, as a
         side effect on this book, the job's new `Dependency=` text (`dep_text`) when it
-        changed and, when the job is eligible, its EligibleTime (`eligible`)."""
+        changed and, when the job is eligible, its EligibleTime (`eligible`). Constant work
+        per job beside its dependency's: the array's running count is looked up."""
         dep = j.request.get("dependency")
         verdict = "satisfied"
         if dep:
@@ -93,8 +99,7 @@ class CycleBook:
             return "Dependency"
         limit = j.request.get("array_max_running")
         if j.array_job_id is not None and limit:
-            running = sum(1 for o in self.jobs if o.array_job_id == j.array_job_id and o.state == "RUNNING")
-            if running >= int(limit):
+            if self.running_by_array.get(j.array_job_id, 0) >= int(limit):
                 return "JobArrayTaskLimit"
         # eligible from now on (or from its begin time): Slurm's EligibleTime
         target = now if j.eligible_time is None else j.eligible_time

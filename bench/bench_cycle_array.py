@@ -1,6 +1,6 @@
 """CPU seconds of one controller cycle with a large throttled job array.
 
-    .venv/bin/python bench/bench_cycle_array.py [--tasks 3000] [--max-running 4] [--repeat 5]
+    .venv/bin/python bench/bench_cycle_array.py [--tasks 3000] [--max-running 4] [--repeat 5] [--no-task-ids]
 
 Builds a fresh SQLite store in a temporary directory: one node (64 CPUs) and one job
 array of --tasks tasks with `%--max-running` (`array_max_running`), of which
@@ -9,6 +9,9 @@ checked against the array's running count (reason JobArrayTaskLimit). Runs one w
 cycle (it stores the reasons), then prints the median and minimum CPU seconds
 (`time.process_time`, this process only: the SQLite store runs in-process) of
 `Controller.snapshot` alone and of `Controller.cycle`, over --repeat runs each.
+Each task's stored request holds the array's whole `array_task_ids` list, as
+`batchd.submission` stores it; --no-task-ids leaves the list out, to show what decoding
+it (tasks x tasks integers per cycle, in `Store.list_jobs`) costs.
 Numbers only: nothing is asserted here (tests/unit/test_cycle_book.py checks that the
 work per pending task does not grow with the array).
 """
@@ -33,7 +36,7 @@ from batchd.store.migrate import upgrade  # noqa: E402
 NOW = 1_700_000_000.0
 
 
-def build(tmp: Path, tasks: int, max_running: int) -> tuple[Controller, Store]:
+def build(tmp: Path, tasks: int, max_running: int, task_ids: bool = True) -> tuple[Controller, Store]:
     """A controller over a fresh store holding the array (ids 1..tasks, array id 1)."""
     cfg = parse_config({"state_dir": str(tmp), "node": [{"name": "n1", "cpus": 64, "memory_mb": 64_000}]})
     store = Store(f"sqlite:///{tmp / 'db.sqlite'}")
@@ -42,6 +45,8 @@ def build(tmp: Path, tasks: int, max_running: int) -> tuple[Controller, Store]:
     store.upsert_node(Node(name="n1", state="IDLE", cpus=64, memory_mb=64_000, gpus=[], heartbeat=NOW))
     request = {"tasks": 1, "per_task": {"cpu": 1, "mem": 100}, "array_task_ids": list(range(tasks)),
                "array_max_running": max_running}
+    if not task_ids:
+        del request["array_task_ids"]
     jobs = []
     for i in range(tasks):
         running = i < max_running
@@ -70,9 +75,10 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=3000)
     ap.add_argument("--max-running", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--no-task-ids", action="store_true", help="leave array_task_ids out of the stored requests")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        ctl, store = build(Path(d), args.tasks, args.max_running)
+        ctl, store = build(Path(d), args.tasks, args.max_running, not args.no_task_ids)
         try:
             dec = ctl.cycle(NOW)  # warm-up: stores each pending task's reason
             limited = sum(1 for p in dec.get("pending", []) if p.get("reason") == "JobArrayTaskLimit")
@@ -82,7 +88,8 @@ def main() -> None:
             store.close()
     pending = args.tasks - args.max_running
     print(f"array of {args.tasks} tasks, %{args.max_running}: {pending} pending, "
-          f"{limited} reported JobArrayTaskLimit by the scheduler")
+          f"{limited} reported JobArrayTaskLimit by the scheduler"
+          + ("; array_task_ids left out of the requests" if args.no_task_ids else ""))
     print(f"snapshot  CPU s: median {statistics.median(snap):.3f}  min {min(snap):.3f}  (n={args.repeat})")
     print(f"cycle     CPU s: median {statistics.median(cyc):.3f}  min {min(cyc):.3f}  (n={args.repeat})")
 

@@ -168,3 +168,65 @@ def test_a_snapshot_off_the_cycle_neither_refuses_nor_unrefuses(tmp_path, caplog
         assert (store.get_job(5).state, store.get_job(5).reason) == ("PENDING", BAD_REQUEST)
     finally:
         store.close()
+
+
+# ---------------------------------------------------------------- array throttle: linear work
+
+
+class _CountingJob(Job):
+    """A Job that counts every attribute read: a deterministic proxy for the work a
+    snapshot does per job (no clock in a unit test)."""
+
+    reads = 0
+
+    def __getattribute__(self, name: str) -> Any:
+        _CountingJob.reads += 1
+        return object.__getattribute__(self, name)
+
+
+class _ArrayStore:
+    """Just the store calls a snapshot makes: one array of `tasks` tasks throttled to
+    %`limit`, `limit` of them running, the others pending."""
+
+    def __init__(self, tasks: int, limit: int):
+        request = {"tasks": 1, "per_task": {"cpu": 1, "mem": 100}, "array_task_ids": list(range(tasks)),
+                   "array_max_running": limit}
+        self.jobs = [_CountingJob(**{**vars(_job(i + 1, "RUNNING" if i < limit else "PENDING")),
+                                     "request": request, "array_job_id": 1, "array_task_id": i})
+                     for i in range(tasks)]
+
+    def list_jobs(self, **_kw: Any) -> list[Job]:
+        return list(self.jobs)
+
+    def list_nodes(self) -> list[Node]:
+        return [Node(name="n1", state="IDLE", cpus=4, memory_mb=1000, gpus=[], heartbeat=T)]
+
+    def list_accounts(self) -> list[Any]:
+        return []
+
+    def list_associations(self) -> list[Any]:
+        return []
+
+    def get_usage_state(self) -> dict[str, Any]:
+        return {}
+
+
+def _reads_of_snapshot(tmp_path: Path, tasks: int) -> int:
+    ctl = Controller(parse_config({**CFG, "state_dir": str(tmp_path)}), _ArrayStore(tasks, 4))  # type: ignore[arg-type]
+    _CountingJob.reads = 0
+    snap = ctl.snapshot(T)
+    reads = _CountingJob.reads
+    pending = [j for j in snap["jobs"] if j["state"] == "PENDING"]
+    assert len(pending) == tasks - 4
+    assert {j.get("reason") for j in pending} == {"JobArrayTaskLimit"}
+    return reads
+
+
+def test_the_array_throttle_costs_the_same_per_task_however_long_the_array(tmp_path):
+    """3,000 pending tasks of one array with `%4`: each pending task's JobArrayTaskLimit
+    check reads the array's running count once per snapshot (a dict), not every job: the
+    reads of job attributes grow with the tasks, not with their square (the old count
+    read every job for each pending task: 27 million reads for 3,000 tasks)."""
+    small, big = _reads_of_snapshot(tmp_path, 1500), _reads_of_snapshot(tmp_path, 3000)
+    assert big < 2.2 * small  # linear: twice the tasks, twice the reads (quadratic: four times)
+    assert big < 100 * 3000  # a bounded number of reads per job
