@@ -16,11 +16,21 @@ changes nothing with `--dry-run`, is idempotent, and every change is audited. Th
     over_quota_weight = 2        # share of idle capacity (default 1)
     lending_limit = 2            # at most this much of its idle quota is lent (Kueue)
 
+    [account.policy]             # optional: Slurm's association limits (batchd.assocpolicy)
+    qos = ["normal", "high"]     # the QOS its jobs may use; default_qos = "normal"
+    partitions = ["gpu"]         # the partitions they may use
+    max_jobs = 8                 # running jobs per user (MaxJobs); max_submit_jobs likewise
+    max_tres_per_job = { "gres/gpu" = 4 }      # MaxTRES
+    max_tres_per_user = { "gres/gpu" = 4 }     # each user's GrpTRES
+    grp_tres_mins = { "gres/gpu" = 120000 }    # a budget: 2,000 GPU-hours ...
+    budget_period = "month"                    # ... a month (week, day, year, none)
+
     [[user]]                     # optional, for per-user shares or FairShare=parent
     name = "carol"
     account = "training"
     shares = "parent"
     default = true
+    policy = { max_jobs = 2 }    # optional: the user's own limits (qos, default_qos, max_*)
 
     [[price]] ...                # chargeback prices, see batchd.accounting
 
@@ -35,7 +45,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from batchd.assocpolicy import check_policy
 from batchd.errors import InvalidRequest
+from batchd.gres import node_inventories
 from batchd.model import Account
 
 RESOURCE_FIELDS = ("quota", "limit", "over_quota_weight", "lending_limit")
@@ -58,9 +70,30 @@ def _num(where: str, v: Any) -> float:
     return float(v) if isinstance(v, float) and not v.is_integer() else int(v)
 
 
-def parse_accounts(doc: dict[str, Any], gpu_types: set[str] | None = None) -> AccountsDoc:
+def _policy(where: str, p: Any, names: dict[str, set[str]] | None, user: bool = False) -> dict[str, Any]:
+    """A validated association policy (batchd.assocpolicy); QOS and partition names are
+    checked against `names` ({"qos": ..., "partitions": ...}) when given."""
+    try:
+        pol = check_policy(where, p, user=user)
+    except ValueError as e:
+        raise InvalidRequest(str(e)) from None
+    for key, kind in (("qos", "qos"), ("default_qos", "qos"), ("partitions", "partitions")):
+        known = (names or {}).get(kind)
+        given = pol.get(key)
+        if known is None or given is None:
+            continue
+        for n in [given] if isinstance(given, str) else given:
+            if n not in known:
+                raise _err(f"{where}.{key}", f"unknown {'QOS' if kind == 'qos' else 'partition'} {n!r} "
+                           f"(the cluster has: {', '.join(sorted(known))})")
+    return pol
+
+
+def parse_accounts(doc: dict[str, Any], gpu_types: set[str] | None = None,
+                   names: dict[str, set[str]] | None = None) -> AccountsDoc:
     """Validate a parsed accounts file; `gpu_types` are the GPU types (and MIG profiles)
-    the cluster has, for checking `gres/gpu:TYPE` resources."""
+    the cluster has, for checking `gres/gpu:TYPE` resources; `names` the QOS and partition
+    names of the config (`{"qos": {...}, "partitions": {...}}`) for checking policies."""
     for k in doc:
         if k not in ("account", "user", "price"):
             raise _err(k, "unknown key (expected [[account]], [[user]] or [[price]])")
@@ -74,7 +107,7 @@ def parse_accounts(doc: dict[str, Any], gpu_types: set[str] | None = None) -> Ac
         if name in accounts and name != ROOT:
             raise _err(where, "defined twice")
         for k in a:
-            if k not in ("name", "parent", "priority", "shares", "resources", "users", "default_for"):
+            if k not in ("name", "parent", "priority", "shares", "resources", "users", "default_for", "policy"):
                 raise _err(f"{where}.{k}", "unknown field")
         res: dict[str, dict[str, float]] = {}
         for rname, r in (a.get("resources") or {}).items():
@@ -105,7 +138,8 @@ def parse_accounts(doc: dict[str, Any], gpu_types: set[str] | None = None) -> Ac
             gq = res.get("gres/gpu", {}).get("quota", 0)
             shares = int(gq) if gq and gq > 0 else 1
         accounts[name] = Account(name=name, parent=a.get("parent", ROOT), priority=int(a.get("priority", 100)),
-                                 shares=int(shares), resources=res)
+                                 shares=int(shares), resources=res,
+                                 policy=_policy(f"{where}.policy", a.get("policy"), names) or None)
         defaults = set(a.get("default_for") or [])
         for u in list(a.get("users") or []) + sorted(defaults - set(a.get("users") or [])):
             assoc[(u, name)] = {"user": u, "account": name, "shares": 1, "is_default": u in defaults}
@@ -119,6 +153,9 @@ def parse_accounts(doc: dict[str, Any], gpu_types: set[str] | None = None) -> Ac
         assoc[(u["name"], u["account"])] = {"user": u["name"], "account": u["account"],
                                             "shares": None if sh == "parent" else int(sh),
                                             "is_default": bool(u.get("default", False))}
+        pol = _policy(f"{where}.policy", u.get("policy"), names, user=True)
+        if pol:
+            assoc[(u["name"], u["account"])]["policy"] = pol
     _check_tree(accounts)
     for (user, acct), _a in assoc.items():
         if acct not in accounts:
@@ -177,7 +214,7 @@ def diff(current: list[Account], current_assoc: list[dict[str, Any]], new: Accou
                        f"resources {a.resources})")
             continue
         c = cur[name]
-        for f_ in ("parent", "priority", "shares", "resources"):
+        for f_ in ("parent", "priority", "shares", "resources", "policy"):
             if getattr(c, f_) != getattr(a, f_):
                 out.append(f"~ account {name}: {f_} {getattr(c, f_)} -> {getattr(a, f_)}")
     for name in sorted(set(cur) - set(nxt)):
@@ -201,22 +238,27 @@ def to_doc(accounts: list[Account], associations: list[dict[str, Any]]) -> dict[
         if a.name == ROOT:
             continue
         out["account"].append({"name": a.name, "parent": a.parent, "priority": a.priority, "shares": a.shares,
-                               "resources": a.resources})
+                               "resources": a.resources, **({"policy": a.policy} if a.policy else {})})
     for x in associations:
         out["user"].append({"name": x["user"], "account": x["account"],
-                            "shares": "parent" if x["shares"] is None else x["shares"], "default": x["is_default"]})
+                            "shares": "parent" if x["shares"] is None else x["shares"], "default": x["is_default"],
+                            **({"policy": x["policy"]} if x.get("policy") else {})})
     return out
 
 
 def cluster_gpu_types(nodes: list[Any]) -> set[str]:
     """GPU types and MIG profiles that the nodes' inventories offer."""
     types: set[str] = set()
-    for n in nodes:
-        for g in n.gpus:
-            types.add(g["type"])
-            for m in g.get("mig") or []:
-                types.add(m["profile"])
+    for inv in node_inventories(nodes).values():
+        for c in inv.cards:
+            types.add(c.type)
+            types.update(m.profile for m in c.mig)
     return types
+
+
+def config_names(cfg: Any) -> dict[str, set[str]]:
+    """The QOS and partition names an association policy may name."""
+    return {"qos": {q.name for q in cfg.qos} | {"normal"}, "partitions": {p.name for p in cfg.partitions}}
 
 
 def apply_doc(service: Any, caller: Any, doc: dict[str, Any], dry_run: bool) -> dict[str, Any]:
@@ -226,7 +268,7 @@ def apply_doc(service: Any, caller: Any, doc: dict[str, Any], dry_run: bool) -> 
     if not service.is_admin(caller):
         raise PermissionDenied("only an administrator may change accounts")
     store = service.store
-    parsed = parse_accounts(doc, cluster_gpu_types(store.list_nodes()))
+    parsed = parse_accounts(doc, cluster_gpu_types(store.list_nodes()), config_names(service.cfg))
     if doc.get("price") is not None:
         _parse_prices(doc)  # refuse a bad price before anything changes
     changes = diff(store.list_accounts(), store.list_associations(), parsed)

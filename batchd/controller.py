@@ -7,23 +7,28 @@ which the agent turns into signals.
 
 Beside the cycle, the controller role accrues fair-share usage (`batchd.usageaccrual`,
 called at the start of each cycle) and checks node heartbeats (`batchd.nodehealth`,
-called by the daemon's loop); an allocation's TRES come from `batchd.alloctres`, a
-pending job's dependency verdict from `batchd.jobdeps`.
+called by the daemon's loop); a started job's charge comes from the scheduler's decision
+(`batchd.gres`), a pending job's eligibility and the cycle's bookkeeping from
+`batchd.cyclebook`.
+
+Re-entrant: `snapshot` (the Service calls it on API threads for sprio, sshare, `batchd why`
+and `plan --dump`) builds its bookkeeping in a `CycleBook` it then drops, and writes
+nothing shared; `cycle` passes its own book to `_decide`, `apply` and `_store_priorities`.
+The only state kept across cycles (`_bad`, `last_decisions`) is replaced by `cycle` alone.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
 from typing import Any
 
 from batchd import faults
-from batchd.alloctres import alloc_tres, whole_gpus
 from batchd.config import Config
+from batchd.cyclebook import REQUEUE_HELD, CycleBook
+from batchd.gres import Charge, whole_cards
 from batchd.hostlist import compress
-from batchd.jobdeps import dependency_status
 from batchd.model import Job
 from batchd.store import Store
 from batchd.tres import billing, format_tres, parse_billing_weights
@@ -31,9 +36,6 @@ from batchd.usageaccrual import CYCLE_KEY, accrue_usage
 
 log = logging.getLogger(__name__)
 
-#: The reason of a job held by `scontrol requeuehold`, as Slurm words it.
-REQUEUE_HELD = "job requeued in held state"
-HELD_REASONS = ("JobHeldUser", "JobHeldAdmin", REQUEUE_HELD)
 #: The reason of a pending job the controller cannot evaluate (a stored request it cannot
 #: read, or one the scheduler refuses): it stays pending, out of every cycle, until changed.
 BAD_REQUEST = "BadConstraints"
@@ -47,109 +49,62 @@ class Controller:
         self.cfg = cfg
         self.store = store
         self.weights = parse_billing_weights(cfg.tres_billing_weights)
+        # State kept across cycles, written by `cycle` only and read by API threads: each is
+        # replaced by a new object, never changed in place, so a reader that takes the
+        # reference once sees one cycle's whole value without a lock (the GIL makes the
+        # assignment atomic), and the cycle never waits for a reader.
         self.last_decisions: dict[str, Any] = {}
-        self._stored_reason: dict[int, str] = {}
-        self._dep_text: dict[int, str | None] = {}  # job id -> new Dependency= text, this cycle
-        self._eligible: dict[int, float] = {}  # job id -> new EligibleTime, this cycle
-        self._dep_index: tuple[set[int], dict[tuple[str, str], list[Job]]] | None = None
-        self._stored_priority: dict[int, int] = {}
-        self._stored_estimate: dict[int, float | None] = {}
         # pending jobs the scheduler cannot take: id -> signature of the request it refused
         self._bad: dict[int, str] = {}
-        self._bad_now: dict[int, str] = {}
-        self._jobs_by_id: dict[int, Job] = {}
         self._once = faults.OnceLog(log)
 
     # ------------------------------------------------------------------ snapshot
-    def _eligibility(self, j: Job, by_id: dict[int, Job], all_jobs: list[Job], now: float) -> str | None:
-        """The reason a pending job may not be considered at all, or None. Records, as a
-        side effect, the job's new `Dependency=` text (`self._dep_text`) when it changed
-        and, when the job is eligible, its EligibleTime (`self._eligible`)."""
-        dep = j.request.get("dependency")
-        verdict = "satisfied"
-        if dep:
-            if self._dep_index is None:  # once per snapshot: array ids, jobs by (name, user)
-                names: dict[tuple[str, str], list[Job]] = {}
-                for o in all_jobs:
-                    names.setdefault((o.name, o.user), []).append(o)
-                self._dep_index = ({o.array_job_id for o in all_jobs if o.array_job_id is not None}, names)
-            arrays, names = self._dep_index
-            verdict, text = dependency_status(dep, j, all_jobs, by_id, now, arrays, names.get((j.name, j.user), []))
-            shown = None if verdict == "satisfied" else text
-            if shown != j.dependency:
-                self._dep_text[j.id] = shown
-        if j.hold:
-            if j.reason in HELD_REASONS:
-                return j.reason
-            return REQUEUE_HELD if j.request.get("requeue_hold") else "JobHeldUser"
-        if j.begin_time and j.begin_time > now:
-            return "BeginTime"
-        if verdict == "never":
-            return "DependencyNeverSatisfied"
-        if verdict != "satisfied":
-            return "Dependency"
-        limit = j.request.get("array_max_running")
-        if j.array_job_id is not None and limit:
-            running = sum(1 for o in all_jobs if o.array_job_id == j.array_job_id and o.state == "RUNNING")
-            if running >= int(limit):
-                return "JobArrayTaskLimit"
-        # eligible from now on (or from its begin time): Slurm's EligibleTime
-        target = now if j.eligible_time is None else j.eligible_time
-        if j.begin_time and target < j.begin_time:
-            target = j.begin_time
-        if target != j.eligible_time:
-            self._eligible[j.id] = target
-        return None
-
     def snapshot(self, now: float | None = None) -> dict[str, Any]:
         """The live cluster in the snapshot format of DESIGN.md section 5, plus, per
-        pending job, `eligible` and `reason` when it must not be considered."""
-        now = time.time() if now is None else now
+        pending job, `eligible` and `reason` when it must not be considered. Safe on any
+        thread while a cycle runs: it writes nothing on the controller (a job refused
+        before stays out; one it cannot read is left out, and the next cycle refuses it)."""
+        return self._build(time.time() if now is None else now)[0]
+
+    def _build(self, now: float) -> tuple[dict[str, Any], CycleBook]:
+        """The snapshot at `now` and its bookkeeping; the book is the caller's own."""
         jobs = self.store.list_jobs(states=["PENDING", "RUNNING", "SUSPENDED", "COMPLETED", "FAILED",
                                             "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL",
                                             "OUT_OF_MEMORY"],
                                     since=now - 86400)
-        by_id = {j.id: j for j in jobs}
-        self._jobs_by_id = by_id
-        self._stored_reason = {j.id: j.reason for j in jobs if j.state == "PENDING"}
-        self._dep_text, self._eligible = {}, {}
-        self._dep_index = None
-        self._stored_priority = {j.id: j.priority for j in jobs if j.state in ("PENDING", "RUNNING")}
-        self._stored_estimate = {j.id: j.start_estimate for j in jobs if j.state == "PENDING"}
+        book = CycleBook.read(jobs)
+        bad = self._bad  # one reference: `cycle` replaces it, never changes it
         qos = {q.name: q for q in self.cfg.qos}
         nodes = self.store.list_nodes()
         part_nodes = {p.name: p.nodes for p in self.cfg.partitions}
         out_jobs = []
-        self._bad_now: dict[int, str] = {}  # pending jobs left out of this cycle: id -> why
         for j in jobs:
             if j.state not in ("PENDING", "RUNNING", "SUSPENDED"):
                 continue
-            if j.state == "PENDING" and self._bad.get(j.id) == _signature(j):
-                self._bad_now[j.id] = "known"
+            if j.state == "PENDING" and book.leave_out(j, bad):
                 continue
             try:
-                out_jobs.append(self._job_entry(j, qos, part_nodes, by_id, jobs, now))
+                out_jobs.append(self._job_entry(j, qos, part_nodes, book, now))
             except Exception as e:  # isolation: one job's record never stops the cycle
                 if j.state == "PENDING":
-                    self._refuse(j, e)
+                    book.refuse(j, e)
                 else:
                     # a running job holds its devices whatever else is wrong with it
                     self._once(("running", j.id), logging.ERROR, "running job entry incomplete job_id=%s "
                                "error=%s", j.id, e)
                     out_jobs.append(_running_fallback(j))
-        self._bad = {jid: sig for jid, sig in self._bad.items() if jid in self._bad_now}
-        return self._snapshot_rest(now, nodes, out_jobs)
+        return self._snapshot_rest(now, nodes, out_jobs), book
 
-    def _refuse(self, j: Job, e: BaseException) -> None:
-        """Leave pending job `j` out of the cycles until its request changes; it shows
-        BAD_REQUEST in squeue; logged once."""
-        self._bad[j.id] = _signature(j)
-        self._bad_now[j.id] = str(e)
-        log.error("job cannot be scheduled, left pending reason=%s job_id=%s error=%s: %s", BAD_REQUEST, j.id,
-                  type(e).__name__, e)
+    @staticmethod
+    def _log_refusals(book: CycleBook) -> None:
+        """Log, once, each job `book` refused since the last call (a cycle's only)."""
+        for j, e in book.new_refusals:
+            log.error("job cannot be scheduled, left pending reason=%s job_id=%s error=%s: %s", BAD_REQUEST,
+                      j.id, type(e).__name__, e)
+        book.new_refusals.clear()
 
-    def _job_entry(self, j: Job, qos: dict[str, Any], part_nodes: dict[str, Any], by_id: dict[int, Job],
-                   jobs: list[Job], now: float) -> dict[str, Any]:
+    def _job_entry(self, j: Job, qos: dict[str, Any], part_nodes: dict[str, Any], book: CycleBook,
+                   now: float) -> dict[str, Any]:
         """One active job in the snapshot's form; raises on a record it cannot be built from."""
         q = qos.get(j.qos)
         r = j.request
@@ -167,16 +122,22 @@ class Controller:
         }
         if r.get("exclusive"):
             d["exclusive"] = True
+        if j.array_job_id is not None and r.get("array_max_running"):
+            # the %N throttle counts the tasks this cycle starts too (the scheduler's check)
+            d["array_job_id"] = j.array_job_id
+            d["array_max_running"] = int(r["array_max_running"])
         if j.state != "PENDING":
             d["state"] = "RUNNING"
             d["start_time"] = j.start_time
             d["allocation"] = j.allocation or {}
+            if j.charge:
+                d["charge"] = j.charge  # what it is charged for (batchd.gres record form)
             if j.action == "preempt" and j.action_by is not None:
                 d["preempting_for"] = j.action_by  # its devices stay that job's (scheduler/held.py)
         else:
             if j.action == PREEMPTOR:
                 d["preemptor"] = True
-            why = self._eligibility(j, by_id, jobs, now)
+            why = book.eligibility(j, now)
             if why is not None:
                 d["eligible"] = False
                 d["reason"] = why
@@ -202,7 +163,7 @@ class Controller:
                            for p in self.cfg.partitions],
             "nodes": [{"name": n.name, "cpus": n.cpus, "memory_mb": n.memory_mb,
                        "state": n.state, "gpus": n.gpus,
-                       "shards": self.cfg.shard_per_gpu * whole_gpus(n.gpus)} for n in nodes],
+                       "shards": self.cfg.shard_per_gpu * whole_cards(n.gpus)} for n in nodes],
             "accounts": accounts, "users": users, "usage": usage, "jobs": out_jobs,
             "qos": [{"name": q.name, "priority": q.priority, "preemptible": q.preemptible,
                      "max_gpus_per_user": q.max_gpus_per_user, "usage_factor": q.usage_factor}
@@ -211,23 +172,29 @@ class Controller:
 
     # ------------------------------------------------------------------ cycle
     def cycle(self, now: float | None = None) -> dict[str, Any]:
-        """Run one scheduling cycle and apply it; returns the decisions as a dict."""
+        """Run one scheduling cycle and apply it; returns the decisions as a dict. Not
+        re-entrant with itself: one thread (the daemon's loop) runs the cycles."""
         from batchd.scheduler import decide, load_snapshot
 
         now = time.time() if now is None else now
         accrue_usage(self.cfg, self.store, now)
-        snap = self.snapshot(now)
-        prios = self._priorities(snap)
-        if prios is not None:
-            snap["priorities"] = prios
-        decisions = self._decide(snap, decide, load_snapshot)
-        self.apply(snap, decisions, now)
-        if prios is not None:
-            self._store_priorities(prios)
+        snap, book = self._build(now)
+        try:
+            self._log_refusals(book)
+            prios = self._priorities(snap)
+            if prios is not None:
+                snap["priorities"] = prios
+            decisions = self._decide(snap, book, decide, load_snapshot)
+            self.apply(snap, decisions, now, book)
+            if prios is not None:
+                self._store_priorities(prios, book)
+        finally:
+            # even a failed cycle remembers whom it refused (each is logged once); a new object
+            self._bad = dict(book.refused)
         self.last_decisions = decisions
         return decisions
 
-    def _decide(self, snap: dict[str, Any], decide: Any, load_snapshot: Any) -> dict[str, Any]:
+    def _decide(self, snap: dict[str, Any], book: CycleBook, decide: Any, load_snapshot: Any) -> dict[str, Any]:
         """`decide` on the snapshot. A pending job the scheduler refuses (a ValueError
         naming `jobs[i]`, or a cycle that fails with it and passes without it) is taken
         out (BAD_REQUEST) and the cycle runs on without it; a running job's entry is
@@ -242,10 +209,11 @@ class Controller:
                 if culprit is None:
                     raise
                 j = snap["jobs"].pop(culprit)
-                job = self._jobs_by_id.get(int(j["id"]))
+                job = book.by_id.get(int(j["id"]))
                 if job is None:
                     raise
-                self._refuse(job, e)
+                book.refuse(job, e)
+                self._log_refusals(book)
         raise RuntimeError("too many jobs refused in one cycle")
 
     def _culprit(self, snap: dict[str, Any], e: Exception, decide: Any, load_snapshot: Any) -> int | None:
@@ -275,28 +243,28 @@ class Controller:
             self._once(("priorities", str(e)), logging.WARNING, "priorities not computed error=%s", e)
             return None
 
-    def _store_priorities(self, prios: dict[str, int]) -> None:
+    def _store_priorities(self, prios: dict[str, int], book: CycleBook) -> None:
         """Keep each active job's priority on the job (squeue %Q, scontrol Priority=),
-        writing only those that changed."""
+        writing only those that changed since `book` was read."""
         changes: list[tuple[int, tuple[str, ...] | None, dict[str, Any]]] = [
             (int(k), ("PENDING", "RUNNING"), {"priority": int(v)}) for k, v in prios.items()
-            if str(k).isdigit() and self._stored_priority.get(int(k)) != int(v)]
+            if str(k).isdigit() and book.stored_priority.get(int(k)) != int(v)]
         if changes:
             self.store.update_jobs(changes)
 
-    def apply(self, snap: dict[str, Any], dec: dict[str, Any], now: float) -> None:
-        inv = {n["name"]: n["gpus"] for n in snap["nodes"]}
+    def apply(self, snap: dict[str, Any], dec: dict[str, Any], now: float, book: CycleBook) -> None:
+        """Write decisions `dec` on snapshot `snap`, and `book`'s bookkeeping, in one transaction."""
         changes: list[tuple[int, tuple[str, ...] | None, dict[str, Any]]] = []
         # bookkeeping first: a job started below keeps the text and time it had when it became eligible
-        for jid in set(self._dep_text) | set(self._eligible):
+        for jid in set(book.dep_text) | set(book.eligible):
             vals: dict[str, Any] = {}
-            if jid in self._dep_text:
-                vals["dependency"] = self._dep_text[jid]
-            if jid in self._eligible:
-                vals["eligible_time"] = self._eligible[jid]
+            if jid in book.dep_text:
+                vals["dependency"] = book.dep_text[jid]
+            if jid in book.eligible:
+                vals["eligible_time"] = book.eligible[jid]
             changes.append((jid, ("PENDING",), vals))
-        for jid in self._bad_now:
-            if self._stored_reason.get(jid) != BAD_REQUEST:
+        for jid in book.left_out:
+            if book.stored_reason.get(jid) != BAD_REQUEST:
                 changes.append((jid, ("PENDING",), {"reason": BAD_REQUEST}))
         started = []
         for st in dec.get("start", []):
@@ -304,16 +272,17 @@ class Controller:
                 continue  # waits for its victims' devices; a later cycle starts it
             alloc = st["allocation"]
             try:
-                tres = alloc_tres(alloc, inv)
-                bill = billing(self.weights, tres)
+                # the charge the scheduler decided (batchd.gres): nothing here recomputes it
+                ch = Charge.from_json(st["charge"])
+                bill = billing(self.weights, ch.tres, parts=ch.billing_parts())
             except Exception as e:  # isolation: the job is not started, the others are
                 self._once(("start", st.get("job")), logging.ERROR, "job not started job_id=%s error=%s",
                            st.get("job"), e)
                 continue
             changes.append((int(st["job"]), ("PENDING",), {
                 "state": "RUNNING", "allocation": alloc, "start_time": now, "end_time": None,
-                "node_list": compress(list(alloc)), "tres_alloc": format_tres(tres, bill),
-                "billing": bill, "reason": "None", "action": None,
+                "node_list": compress(list(alloc)), "tres_alloc": format_tres(ch.tres, bill),
+                "billing": bill, "charge": ch.record(), "reason": "None", "action": None,
             }))
             started.append(st["job"])
         for pre in dec.get("preempt", []):
@@ -324,16 +293,16 @@ class Controller:
         planned = {int(k): float(v) for k, v in (dec.get("planned_start") or {}).items() if str(k).isdigit()}
         for jid in pending_now:
             est = planned.get(jid)
-            if self._stored_estimate.get(jid) != est:
+            if book.stored_estimate.get(jid) != est:
                 changes.append((jid, ("PENDING",), {"start_estimate": est}))
         for p in dec.get("pending", []):
             jid = int(p["job"])
             job = pending_now.get(jid)
             reason = p.get("reason") or "None"
-            if job is not None and self._stored_reason.get(jid) != reason:
+            if job is not None and book.stored_reason.get(jid) != reason:
                 changes.append((jid, ("PENDING",), {"reason": reason}))
         for jid, job in pending_now.items():
-            if job.get("eligible") is False and self._stored_reason.get(jid) != job["reason"]:
+            if job.get("eligible") is False and book.stored_reason.get(jid) != job["reason"]:
                 changes.append((jid, ("PENDING",), {"reason": job["reason"]}))
         if changes:
             self.store.update_jobs(changes)
@@ -356,15 +325,6 @@ def _preemptor_marks(snap: dict[str, Any], dec: dict[str, Any]) -> list[tuple[in
 #: At most this many pending jobs are taken out of one cycle (then the cycle fails).
 MAX_REFUSED_PER_CYCLE = 50
 _JOB_PATH = re.compile(r"^jobs\[(\d+)\]")
-
-
-def _signature(j: Job) -> str:
-    """What a refused job's verdict depends on: a change (scontrol update) re-evaluates it."""
-    try:
-        return json.dumps([j.request, j.spec.get("nodelist"), j.spec.get("exclude"), j.partition, j.qos,
-                           j.account, j.time_limit_s, j.hold], sort_keys=True, default=str)
-    except Exception:
-        return repr((j.request, j.partition, j.qos, j.account, j.time_limit_s, j.hold))
 
 
 def _running_fallback(j: Job) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from batchd.assocpolicy import Effective
 from batchd.caller import Caller
 from batchd.config import Config
 from batchd.errors import InvalidRequest
@@ -36,6 +37,8 @@ class JobChanges:
         def _may_modify(self, caller: Caller, job: Job) -> bool: ...
 
         def _select(self, ids: list[str] | None, all_jobs: bool, purged: bool = False) -> list[Job]: ...
+
+        def policy_of(self, account: str, user: str) -> Effective: ...
 
         def cluster_info(self, user: str) -> dict[str, Any]: ...
 
@@ -191,6 +194,17 @@ class JobChanges:
             if "qos" in vals and vals["qos"] not in {q.name for q in self.cfg.qos}:
                 errors.append({"id": j.display_id, "message": "Invalid qos specification"})
                 continue
+            if {"qos", "partition", "account"} & set(vals):
+                # the association's allowed QOS and partitions hold for changes too (Slurm)
+                e = self.policy_of(vals.get("account", j.account), j.user)
+                qos, part = vals.get("qos", j.qos), vals.get("partition", j.partition)
+                if e.qos is not None and qos not in e.qos:
+                    errors.append({"id": j.display_id, "message": "Invalid qos specification"})
+                    continue
+                if e.partitions is not None and part not in e.partitions:
+                    errors.append({"id": j.display_id,
+                                   "message": "Invalid account or account/partition combination specified"})
+                    continue
             if "begin_time" in vals:
                 # StartTime=: the new begin time is the job's EligibleTime too (Slurm)
                 begin = float(vals["begin_time"]) if vals["begin_time"] is not None else None

@@ -73,7 +73,10 @@ def exec_job(req: LaunchRequest, script: str, go_r: int, err_w: int) -> None:
         os.umask(int(req.env.get("SLURM_UMASK", "0022"), 8) & 0o777)
         # Opened after dropping privileges: a user can never make root write or read a file;
         # and never through another user's symlink planted in /tmp (`open_output`).
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if req.open_mode == "append" else os.O_TRUNC)
+        # Always O_APPEND (as slurmstepd opens them; truncate mode adds O_TRUNC): the notices
+        # appended later through another descriptor (`write_stepd_note`) must never be
+        # overwritten by what the job writes after them.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if req.open_mode == "append" else os.O_TRUNC)
         paths = [os.path.join(req.workdir, p) for p in (req.stdout, req.stderr or req.stdout)]
         fout = ferr = -1
         try:
@@ -171,9 +174,20 @@ def write_stepd_note(req: LaunchRequest, cause: str) -> None:
     note = CANCEL_NOTES.get(cause)
     if note is None:
         return
-    node = req.node or req.env.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
+    node = _node(req)
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime())
-    line = f"slurmstepd-{node}: error: *** JOB {req.job_id} ON {node} CANCELLED AT {stamp}{note} ***\n"
+    write_stepd_error(req, f"*** JOB {req.job_id} ON {node} CANCELLED AT {stamp}{note} ***")
+
+
+def _node(req: LaunchRequest) -> str:
+    return req.node or req.env.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
+
+
+def write_stepd_error(req: LaunchRequest, message: str) -> None:
+    """Append `slurmstepd-NODE: error: MESSAGE` to the job's error file, opened as the job's
+    user (a forked child drops to the user first when the supervisor is root), after
+    whatever the job wrote (its files are O_APPEND too). Failures are only logged."""
+    line = f"slurmstepd-{_node(req)}: error: {message}\n"
     path = os.path.join(req.workdir, req.stderr or req.stdout)
     if os.geteuid() != 0:
         append_line(path, line)

@@ -55,6 +55,7 @@ from typing import Any
 
 from batchd import arrayspec, dependency, tres
 from batchd.errors import SubmitError
+from batchd.gres import parse_node_gpus
 
 NODE_CONFIG = "Requested node configuration is not available"
 GRES_INVALID = "Invalid generic resource (gres) specification"
@@ -98,27 +99,17 @@ def _qos(spec: dict, cluster: dict) -> str:
 
 
 def node_gpu_capacity(node: dict) -> dict[str, int]:
-    """GPUs a node offers by request key: "gres/gpu" (every whole GPU and MIG instance),
-    "gres/gpu:TYPE" per GPU model of whole GPUs and per MIG profile."""
+    """GPUs a node offers by request key: "gres/gpu" (every whole GPU and MIG instance, as a
+    device), "gres/gpu:TYPE" per GPU model of whole GPUs and per MIG profile (batchd.gres)."""
     cap: dict[str, int] = {"gres/gpu": 0}
-    for g in node.get("gpus") or []:
-        migs = g.get("mig") or []
-        if "count" in g and "index" not in g and not migs:
-            n = int(g.get("count", 0))
-            cap["gres/gpu"] += n
-            if g.get("type"):
-                cap[f"gres/gpu:{g['type']}"] = cap.get(f"gres/gpu:{g['type']}", 0) + n
-            continue
-        if migs:
-            for m in migs:
-                cap["gres/gpu"] += 1
-                key = f"gres/gpu:{m.get('profile')}"
-                cap[key] = cap.get(key, 0) + 1
-        else:
+    try:
+        inv = parse_node_gpus(node.get("gpus") or [])
+    except ValueError:
+        return cap
+    for c in inv.cards:
+        for key in ([f"gres/gpu:{c.type}"] if c.whole else [f"gres/gpu:{m.profile}" for m in c.mig]):
             cap["gres/gpu"] += 1
-            if g.get("type"):
-                key = f"gres/gpu:{g['type']}"
-                cap[key] = cap.get(key, 0) + 1
+            cap[key] = cap.get(key, 0) + 1
     return cap
 
 

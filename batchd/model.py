@@ -43,6 +43,7 @@ class Job:
     tres_alloc: str = ""
     billing: float = 0.0
     allocation: dict[str, Any] | None = None
+    charge: dict[str, float] | None = None
     action: str | None = None
     action_by: int | None = None
     start_estimate: float | None = None
@@ -93,6 +94,7 @@ class Account:
     priority: int = 100
     shares: int = 1
     resources: dict[str, dict[str, float]] = field(default_factory=dict)
+    policy: dict[str, Any] | None = None  # association limits (batchd.assocpolicy)
 
 
 @dataclass

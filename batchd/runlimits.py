@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from batchd.jobexec import write_stepd_note
+from batchd.jobexec import write_stepd_error, write_stepd_note
 from batchd.jobtree import JobTree
 from batchd.spool import CONTROL_PREFIX, REASON_STATE, LaunchRequest, read_json
 
@@ -129,6 +129,9 @@ class RunControl(JobTree):
         self.peak_rss_kb = max(self.peak_rss_kb, rss // 1024)
         if not self.unit and rss > self.req.mem_limit_mb * 1024 * 1024 and self.requested != "oom":
             log.info("job over memory limit rss_mb=%s limit_mb=%s", rss >> 20, self.req.mem_limit_mb)
+            # slurmstepd's line when its memory accounting kills a step (Slurm 22.05 wording)
+            write_stepd_error(self.req, f"StepId={self.req.job_id}.batch exceeded memory limit "
+                                        f"({rss} > {self.req.mem_limit_mb * 1024 * 1024}), being killed")
             self.requested = "oom"
             self._signal_job(signal.SIGKILL)
             self.kill_at = time.monotonic() + 1.0

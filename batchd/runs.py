@@ -33,7 +33,9 @@ def end_run(store: Store, j: Job, state: str, code: int, sig: int, start: float,
     """Record run `run` of job `j` as ended in `state`. A preempted or node-failed run of
     a requeueable job, and an explicit requeue, send the job back to PENDING with the
     same id and restarts + 1; anything else ends the job. False when already recorded."""
-    tres = parse_tres(j.tres_alloc) if j.tres_alloc else {}
+    # the charge the scheduler decided (batchd.gres record form: TRES + card-share keys);
+    # a job started before charges were stored has only its AllocTRES string
+    tres = dict(j.charge) if j.charge else (parse_tres(j.tres_alloc) if j.tres_alloc else {})
     tres.pop("billing", None)
     ru = rusage or {}
     usage = UsageRec(
@@ -56,7 +58,7 @@ def end_run(store: Store, j: Job, state: str, code: int, sig: int, start: float,
         # start again for REQUEUE_HOLD_S (reason BeginTime), whatever requeued it
         changes = {
             "state": "PENDING", "restarts": run + 1, "allocation": None, "start_time": None,
-            "end_time": None, "node_list": "", "tres_alloc": "", "action": None,
+            "end_time": None, "node_list": "", "tres_alloc": "", "charge": None, "action": None,
             "reason": "BeginTime", "begin_time": end + REQUEUE_HOLD_S, "submit_time": end,
         }
     else:

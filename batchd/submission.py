@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from batchd import dependency as deps
 from batchd import jobspec
+from batchd.assocpolicy import Effective, PolicyRefusal, check_submit, effective
 from batchd.caller import Caller
 from batchd.config import Config
-from batchd.errors import InvalidRequest, PermissionDenied
+from batchd.errors import InvalidRequest, PermissionDenied, SubmitError
 from batchd.hostlist import compress
 from batchd.jobdeps import dependency_status, lookup_job
 from batchd.model import Job
@@ -113,6 +114,7 @@ class Submission:
             def lookup(job_id: int, task_id: int | None) -> Any:
                 return lookup_job(by_id, known, job_id, task_id, "state")
         req = jobspec.resolve(spec, self.cluster_info(user), user, caller.uid, lookup_state=lookup)
+        self._check_policy(user, spec, req)
         now = time.time()
         if spec.get("test_only"):
             # Slurm's `Job N to start at T using C processors on nodes NODES in partition P`
@@ -164,6 +166,29 @@ class Submission:
                  len(task_ids))
         self.wake()
         return {"job_id": first, "array_task_ids": req.get("array_task_ids")}
+
+    def _check_policy(self, user: str, spec: dict[str, Any], req: dict[str, Any]) -> None:
+        """The association's policy (batchd.assocpolicy) at submit: allowed and default QOS,
+        allowed partitions, MaxSubmitJobs; sets req["qos"] to the default QOS it applies."""
+        e = self.policy_of(req["account"], user)
+        new = len(req.get("array_task_ids") or [None])
+        active = self.store.count_active_jobs(user, req["account"]) if e.max_submit_jobs is not None else 0
+        try:
+            qos = check_submit(e, req["qos"], bool(spec.get("qos")), req["partition"], active, new)
+        except PolicyRefusal as r:
+            raise SubmitError(r.message, exit_code=1, code=r.reason) from None
+        if qos != req["qos"]:
+            if qos not in {q.name for q in self.cfg.qos} | {"normal"}:
+                raise SubmitError("Invalid qos specification", exit_code=1, code="InvalidQOS")
+            req["qos"] = qos
+
+    def policy_of(self, account: str, user: str) -> Effective:
+        """The association policy `user` works under in `account` (inheritance applied)."""
+        accts = self.store.list_accounts()
+        return effective(account, user, {a.name: a.parent for a in accts},
+                         {a.name: a.policy or {} for a in accts},
+                         {(x["user"], x["account"]): x.get("policy") or {} for x in self.store.list_associations()
+                          if x["user"] == user})
 
     @staticmethod
     def _repeated_submission(jobs: list[Job]) -> dict[str, Any]:

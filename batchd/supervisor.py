@@ -44,7 +44,7 @@ from typing import Any
 
 import psutil
 
-from batchd.jobexec import OUTPUT_OPEN_FAILED, OUTPUT_OPEN_FAILED_SIG, exec_job
+from batchd.jobexec import OUTPUT_OPEN_FAILED, OUTPUT_OPEN_FAILED_SIG, exec_job, write_stepd_error
 from batchd.jobtree import set_subreaper
 from batchd.runlimits import RunControl, protect_from_oom
 from batchd.spool import (
@@ -301,7 +301,12 @@ class Supervisor(RunControl):
 
             kills = isolation.oom_kills(self.cgroup_dir)
             if kills is not None and kills > self.oom_base:
-                log.info("job killed by the kernel at its memory limit oom_kills=%s", kills - self.oom_base)
+                n = kills - self.oom_base
+                log.info("job killed by the kernel at its memory limit oom_kills=%s", n)
+                # slurmstepd's line for the cgroup's OOM kills (Slurm 22.05's task/cgroup wording)
+                write_stepd_error(self.req, f"Detected {n} oom_kill event{'s' if n > 1 else ''} in "
+                                            f"StepId={self.req.job_id}.batch. Some of the step tasks have "
+                                            f"been OOM Killed.")
                 self.requested = "oom"
         if self.requested == "oom":
             final = "OUT_OF_MEMORY"

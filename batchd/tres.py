@@ -188,17 +188,48 @@ def _items(weights: BillingWeights, tres: dict[str, float],
     return out
 
 
+def _part_items(weights: BillingWeights, tres: dict[str, float],
+                parts: list[tuple[str, float, str, float]]) -> list[tuple[str, float]]:
+    """(tres name, weighted amount) with the GPUs given as parts `(tres, count, card type,
+    share of such cards)`: each part is weighted by its own TRES's weight (a whole card's
+    type, a MIG profile, `gres/shard`), else its share by the weight of its card's type,
+    else its share by the generic `gres/gpu` weight (batchd.gres)."""
+    w = weights.weights
+    out: list[tuple[str, float]] = []
+    for k, v in tres.items():
+        name = normalize_tres_name(k)
+        if not v or name == "billing" or name.startswith("gres/gpu") or name == "gres/shard" or "@" in name:
+            continue
+        if name in w:
+            out.append((name, float(v) * w[name]))
+    for key, count, card_type, share in parts:
+        name = normalize_tres_name(key)
+        card = normalize_tres_name(f"gres/gpu:{card_type}") if card_type else ""
+        if name in w:
+            out.append((name, float(count) * w[name]))
+        elif card in w:
+            out.append((card, float(share) * w[card]))
+        elif "gres/gpu" in w:
+            out.append(("gres/gpu", float(share) * w["gres/gpu"]))
+    return out
+
+
 def billing(weights: BillingWeights, tres: dict[str, float],
-            gpu_fraction: dict[str, float] | None = None) -> float:
+            gpu_fraction: dict[str, float] | None = None,
+            parts: list[tuple[str, float, str, float]] | None = None) -> float:
     """The billing rate (billing units) of a job with ``tres`` (job totals, mem in MiB).
 
     A double, unrounded: fair-share usage accrues ``billing * seconds``; the integer in
-    AllocTRES is ``int(billing)``. ``gpu_fraction`` optionally maps a typed GPU TRES
-    (MIG profile) to its share of a whole card, for the typed-replaces-generic rule.
+    AllocTRES is ``int(billing)``. ``parts``, the GPU parts of an allocation's charge
+    (``batchd.gres.Charge.billing_parts``), weight the GPUs by the one rule of the GPU
+    model (a part's own weight, else its card type's weight times its share, else the
+    generic ``gres/gpu`` weight times its share); without them (a pending request)
+    ``gpu_fraction`` optionally maps a typed GPU TRES (MIG profile) to its share of a
+    whole card, for the typed-replaces-generic rule.
     """
     if not weights.weights:
         return float(tres.get("cpu", 0.0) or 0.0)
-    items = _items(weights, tres, gpu_fraction)
+    items = _part_items(weights, tres, parts) if parts is not None else _items(weights, tres, gpu_fraction)
     if weights.mode == "sum":
         return sum(v for _, v in items)
     if weights.mode == "max_tres":
@@ -255,7 +286,8 @@ def format_tres(tres: dict[str, float], billing: float | None, *, alphabetical: 
     (``alphabetical=True``, as sacct's AllocTRES/ReqTRES). Zero counts are omitted,
     except billing, which is shown whenever given.
     """
-    vals = {normalize_tres_name(k): float(v) for k, v in tres.items() if v and normalize_tres_name(k) != "billing"}
+    vals = {normalize_tres_name(k): float(v) for k, v in tres.items()
+            if v and normalize_tres_name(k) != "billing" and "@" not in k}  # no card-share keys
     if billing is not None:
         vals["billing"] = float(math.trunc(billing))
     elif tres.get("billing"):

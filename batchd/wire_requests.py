@@ -16,6 +16,7 @@ so `%²j` is literal text (as Slurm reads it) and never refused.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -65,6 +66,40 @@ def _pattern(v: str, path: str, lim: Mapping[str, Any] | None) -> None:
         expand_pattern(v, {"id": 1, "name": "x", "user": "u"}, "node")
     except Exception as e:  # noqa: BLE001 - refuse what the agent could not expand later
         raise WireError(path, f"is not a filename pattern batchd can expand ({e})") from None
+
+
+def _end_text(v: str, path: str, lim: Mapping[str, Any] | None) -> None:
+    """A report's end: a number, or the word `now` (the daemon's clock decides)."""
+    if v != "now":
+        _number_text(v, path, lim)
+
+
+_DATE_TEXT = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}(:\d{2}(:\d{2}(\.\d+)?)?)?)?([+-]\d{2}:\d{2}|Z)?$")
+
+
+def _time_text(v: str, path: str, lim: Mapping[str, Any] | None) -> None:
+    """A report's start or end: a number or a date / date-time (YYYY-MM-DD[THH[:MM[:SS]]]
+    with an optional offset; the daemon reads one without an offset in the report's zone)."""
+    if not _DATE_TEXT.match(v):
+        _number_text(v, path, lim)
+
+
+def _report_end_text(v: str, path: str, lim: Mapping[str, Any] | None) -> None:
+    """A report's end: as a start, or the word `now` (the daemon's clock decides)."""
+    if v != "now":
+        _time_text(v, path, lim)
+
+
+def _month_text(v: str, path: str, lim: Mapping[str, Any] | None) -> None:
+    if not re.match(r"^\d{4}-\d{1,2}$", v):
+        raise WireError(path, "must be a month YYYY-MM", v)
+
+
+def _job_or_task(v: str, path: str, lim: Mapping[str, Any] | None) -> None:
+    """A job id `N` or an array task `N_M`, ASCII digits only."""
+    head, sep, task = v.partition("_")
+    for part in (head, task) if sep else (head,):
+        _int_text(part, path, lim)
 
 
 def _number_text(v: str, path: str, lim: Mapping[str, Any] | None) -> None:
@@ -154,6 +189,7 @@ ACCOUNTS_DOC = Obj({"account": List(ACCOUNT), "user": List(USER), "price": List(
 Q_TEXT = Str(65536)
 Q_FLAG = Str(16)
 Q_NUMBER = Str(64, test=_number_text)
+Q_END = Str(64, test=_end_text)
 Q_INT = Str(32, test=_int_text)
 
 
@@ -216,11 +252,13 @@ REQUESTS: dict[tuple[str, str], Route] = {
         "shares": SHARES, "resources": RESOURCES, "account": Str(256, null=True), "default": FLAG,
         "dry_run": FLAG}, ("op", "name"))),
     # chargeback (batchd/accounting/routes.py)
-    ("GET", "/v1/report"): Route(Q(start=Q_NUMBER, end=Q_NUMBER, by=Str(256), accounts=Q_TEXT, users=Q_TEXT,
-                                   spread_idle=Q_FLAG, daily=Q_FLAG, raw=Q_FLAG, zero_gpu_s=Q_NUMBER), None),
+    ("GET", "/v1/report"): Route(Q(start=Str(64, test=_time_text), end=Str(64, test=_report_end_text),
+                                   month=Str(16, test=_month_text), tz=Str(64), by=Str(256), accounts=Q_TEXT,
+                                   users=Q_TEXT, spread_idle=Q_FLAG, daily=Q_FLAG, raw=Q_FLAG, zero_gpu_s=Q_NUMBER),
+                                 None),
     ("GET", "/v1/prices"): Route(NO_QUERY, None),
     ("POST", "/v1/prices"): Route(NO_QUERY, _body({"prices": List(PRICE, min_items=1, max_items=10_000)},
                                                   ("prices",))),
-    ("GET", "/v1/eff"): Route(Q(job=Q_INT), None),
+    ("GET", "/v1/eff"): Route(Q(job=Str(64, test=_job_or_task)), None),
     ("POST", "/v1/rollup"): Route(NO_QUERY, _body({})),
 }

@@ -5,6 +5,7 @@ warning when the job held its GPUs at 0 % for longer than the configured time.""
 from __future__ import annotations
 
 import json
+import sys
 
 import click
 
@@ -90,10 +91,14 @@ def _parse_mem(s: str) -> float:
 
 
 @click.command(help="Print a job's CPU, memory and GPU efficiency (like seff).")
-@click.argument("job_id", type=int)
+@click.argument("job_id")
 @click.option("--json", "as_json", is_flag=True, help="JSON output (the daemon's reply).")
 def command(job_id, as_json):
-    r = client.call("batchd eff", "GET", "/v1/eff", query={"job": str(job_id)})
+    head, sep, task = job_id.partition("_")
+    if not all(p.isascii() and p.isdigit() for p in ((head, task) if sep else (head,))):
+        click.echo(f"batchd eff: error: Invalid job id: {job_id}", err=True)
+        sys.exit(1)
+    r = client.call("batchd eff", "GET", "/v1/eff", query={"job": job_id})
     if as_json:
         click.echo(json.dumps(r, indent=2, sort_keys=True))
     else:

@@ -131,6 +131,7 @@ def command(month, start, end, tz, by, accounts, users, spread_idle, zero_gpu, f
         q["zero_gpu_s"] = str(zero_gpu * 3600)
     if fmt == "html":
         q["daily"] = "1"
+        q["by_user"] = "1"
     rep = client.call("batchd report", "GET", "/v1/report", query=q)
     text = render(rep, fmt)
     if output:
@@ -153,7 +154,7 @@ def render(rep: dict, fmt: str | None) -> str:
     if fmt == "html":
         from batchd.accounting.html import render_html
 
-        return render_html(rep, title=f"{rep.get('cluster') or 'GPU cluster'} bill")
+        return render_html(rep)
     from batchd.accounting.render import render_table
 
     return render_table(rep)

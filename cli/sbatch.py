@@ -32,6 +32,7 @@ WRAP_HEADER = "#!/bin/sh\n# This script was created by sbatch --wrap.\n\n"
 PRE_LINES = {
     "InvalidPartition": "invalid partition specified: {partition}",
     "MemoryNotSatisfiable": "Memory specification can not be satisfied",
+    "AssocMaxSubmitJobLimit": "AssocMaxSubmitJobLimit",
 }
 def _err(text, code=1):
     sys.stderr.write(f"{PROG}: error: {text}\n")

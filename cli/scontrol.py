@@ -380,8 +380,60 @@ UPDATE_KEYS = {"timelimit": "time_limit_s", "nice": "nice", "account": "account"
                "starttime": "begin_time"}
 
 
+#: Node states `scontrol update NodeName=... State=` takes (Slurm 22.05's list, as it prints
+#: it for an invalid one) and what batchd does with each; None: valid in Slurm, not in batchd.
+NODE_STATES = {"drain": "drain", "down": "down", "resume": "resume", "undrain": "resume", "idle": "resume",
+               "noresp": None, "fail": None, "future": None, "power_down": None, "power_up": None}
+BAD_NODE_STATE = ("Request aborted\nValid states are: NoResp DRAIN FAIL FUTURE RESUME POWER_DOWN POWER_UP "
+                  "UNDRAIN\nNot all states are valid given a node's prior state\n")
+
+
+def update_node(args: list[str]) -> tuple[str, int]:
+    """`update NodeName=LIST State=DRAIN|DOWN|RESUME|UNDRAIN [Reason=TEXT]` -> (stderr, exit
+    code), with Slurm 22.05's messages (recorded in tests/cli/test_scontrol_node_update.py): a
+    DRAIN or DOWN needs a reason; an unknown node is `slurm_update error: Invalid node name
+    specified`; a user who is not an admin gets `slurm_update error: Invalid user id`."""
+    from batchd.cli import client
+
+    names: list[str] = []
+    state = reason = None
+    for a in args:
+        key, eq, val = a.partition("=")
+        k = key.lower()
+        if not eq:
+            return f"Invalid input: {a}\nRequest aborted\n", 1
+        if k in ("nodename", "node"):
+            names.extend(fmt.expand_hostlist(val))
+        elif k == "state":
+            if val.lower() not in NODE_STATES:
+                return f"Invalid input: {a}\n" + BAD_NODE_STATE, 1
+            state = NODE_STATES[val.lower()]
+            if state is None:
+                return f"Update of this parameter is not supported: {a}\nRequest aborted\n", 1
+        elif k == "reason":
+            reason = val
+        else:
+            return f"Update of this parameter is not supported: {a}\nRequest aborted\n", 1
+    if state is None:
+        return "No changes specified\n", 1
+    if state in ("drain", "down") and not reason:
+        return "You must specify a reason when DOWNING or DRAINING a node. Request denied\n", 1
+    for name in names:
+        try:
+            client.request("POST", "/v1/nodes/state", {"node": name, "action": state, "reason": reason})
+        except client.Unreachable as e:
+            return f"{PROG}: error: {e}\n", 1
+        except client.DaemonError as e:
+            msg = {"AccessDenied": "Invalid user id", "NotFound": "Invalid node name specified"}.get(e.code, e.message)
+            return f"slurm_update error: {msg}\n", 1
+    return "", 0
+
+
 def update(args: list[str], now: float | None = None) -> tuple[str, int]:
-    """`update JobId=N Key=Val ...` -> (stderr text, exit code)."""
+    """`update JobId=N Key=Val ...` -> (stderr text, exit code); `update NodeName=...` is
+    `update_node`'s."""
+    if any(a.partition("=")[0].lower() in ("nodename", "node") for a in args):
+        return update_node(args)
     ids: list[str] = []
     changes: dict[str, object] = {}
     for a in args:

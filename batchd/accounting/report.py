@@ -16,6 +16,7 @@ import math
 from collections import defaultdict
 from decimal import Decimal
 from fractions import Fraction
+from types import SimpleNamespace
 from typing import Any
 
 from batchd.accounting.borrow import (
@@ -30,6 +31,7 @@ from batchd.accounting.charge import CENT, charge_counts, run_seconds, to_money,
 from batchd.accounting.prices import HOUR_S, PriceBook
 from batchd.accounting.rollup import Key, add_run
 from batchd.accounting.zones import zone_of
+from batchd.gres import SHARE_SEP, NodeGpus, node_inventories
 from batchd.store import Store
 from batchd.store import accounting as sql
 from batchd.tres import parse_tres
@@ -38,45 +40,36 @@ GROUPS = ("account", "user", "gpu_type", "node")
 _KEY_INDEX = {"account": 1, "user": 2, "node": 3, "gpu_type": 4}
 
 
-def capacity_of(store: Store) -> dict[str, float]:
-    """Cluster capacity from the nodes table: {"cpu": n, "gres/gpu": n, "gres/gpu:TYPE": n}.
-    A GPU in MIG mode is one card toward "gres/gpu" (its instances count their share of
-    it there) and, by type, only its instances: one "gres/gpu:PROFILE" each, none of
-    its model, which it does not offer whole."""
+def capacity_of(store: Store, shard_per_gpu: int = 0) -> dict[str, float]:
+    """Cluster capacity from the nodes table, in the charge keys of the GPU model
+    (batchd.gres `NodeGpus.capacity`): `cpu`, `gres/gpu` (cards), `gres/gpu:TYPE` (whole
+    cards; their shards are part of them), `gres/gpu:PROFILE` (MIG instances) and
+    `gres/gpu:TYPE@PROFILE` (the card share of those instances)."""
     cap: dict[str, float] = defaultdict(float)
-    for n in store.list_nodes():
+    nodes = store.list_nodes()
+    for n in nodes:
         cap["cpu"] += n.cpus
-        for g in n.gpus or []:
-            if not isinstance(g, dict):
-                continue
-            c = float(g.get("count", 1)) if "count" in g else 1.0
-            cap["gres/gpu"] += c
-            migs = [m for m in g.get("mig") or [] if isinstance(m, dict)]
-            if migs:
-                for m in migs:
-                    cap[f"gres/gpu:{m.get('profile') or 'mig'}"] += 1.0
-            else:
-                cap[f"gres/gpu:{g.get('type') or 'gpu'}"] += c
+    for inv in node_inventories(nodes, shard_per_gpu).values():
+        for k, v in inv.capacity().items():
+            cap[k] += v
     return dict(cap)
+
+
+def _used_of(t: str, used: dict[str, float]) -> float:
+    """What of capacity key `t` was used: a whole card type's own seconds plus the card
+    share its shards were used for (`gres/gpu:TYPE@shard`)."""
+    v = used.get(t, 0.0)
+    if t.startswith("gres/gpu:") and SHARE_SEP not in t:
+        v += used.get(t + SHARE_SEP + "shard", 0.0)
+    return v
 
 
 def node_capacity(gpus: list[Any]) -> dict[str, float]:
-    """One node's GPU capacity from its device list: {"gres/gpu": n, "gres/gpu:TYPE": n}
-    (a MIG-mode GPU as in `capacity_of`). The report sums it over nodes while each
-    existed; the one place a GPU's share of capacity is decided for that sum."""
-    cap: dict[str, float] = defaultdict(float)
-    for g in gpus or []:
-        if not isinstance(g, dict):
-            continue
-        c = float(g.get("count", 1)) if "count" in g else 1.0
-        cap["gres/gpu"] += c
-        migs = [m for m in g.get("mig") or [] if isinstance(m, dict)]
-        if migs:
-            for m in migs:
-                cap[f"gres/gpu:{m.get('profile') or 'mig'}"] += 1.0
-        else:
-            cap[f"gres/gpu:{g.get('type') or 'gpu'}"] += c
-    return dict(cap)
+    """One node's GPU capacity from its device list, in the charge keys of `capacity_of`
+    (batchd.gres `NodeGpus.capacity`; shards only where the inventory says). The report
+    sums it over nodes while each existed: the one place it reads a node's capacity."""
+    node = SimpleNamespace(name="", gpus=gpus)
+    return node_inventories([node]).get("", NodeGpus()).capacity()
 
 
 def _gpu_run(run: Run) -> GpuRun:
@@ -157,7 +150,7 @@ def _extra_runs(store: Store, start: int, end: int, now: float, accounts: set[st
     for j in sql.running_jobs(store):
         if (accounts and j["account"] not in accounts) or (users and j["user"] not in users):
             continue
-        tres = parse_tres(j["tres_alloc"])
+        tres = dict(j["charge"]) if j.get("charge") else parse_tres(j["tres_alloc"])
         tres.pop("billing", None)
         add_run(sums, j["account"], j["user"], j["node_list"], tres, j["billing"], j["start_time"], now,
                 None, (start, end))
@@ -255,22 +248,23 @@ def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str
         intervals = [(start, upto, False, dict(capacity))] if upto > start else []
     have, down = capacity_by_hour(intervals)
     types = sorted({t for *_, c in intervals for t in c if t.startswith("gres/gpu:")})
-    used_by_hour: dict[tuple[int, str], float] = defaultdict(float)  # (hour, tres) cluster-wide
+    used_by_hour: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))  # cluster-wide
     for h, _a, t, v in all_hourly:
-        used_by_hour[(h, t)] += v
+        used_by_hour[h][t] += v
     idle_s = down_s = cap_s = 0.0
     idle_exact = down_exact = Fraction(0)
     for h in range(start, upto, HOUR_S):
         g_have, g_down = have.get((h, "gres/gpu"), 0.0), down.get((h, "gres/gpu"), 0.0)
         cap_s += g_have
         down_s += g_down
-        idle_s += max(0.0, g_have - g_down - used_by_hour.get((h, "gres/gpu"), 0.0))
+        used_h = used_by_hour.get(h, {})
+        idle_s += max(0.0, g_have - g_down - used_h.get("gres/gpu", 0.0))
         for t in types:
             p = unit_price(book, t, h)
             if not p:
                 continue
             t_down = down.get((h, t), 0.0)
-            free = max(0.0, have.get((h, t), 0.0) - t_down - used_by_hour.get((h, t), 0.0))
+            free = max(0.0, have.get((h, t), 0.0) - t_down - _used_of(t, used_h))
             idle_exact += p * Fraction(free)
             down_exact += p * Fraction(t_down)
     # quotas count from the first node registration (t0) on: no capacity, no guarantee
@@ -301,7 +295,7 @@ def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str
         with_tq = sorted({a for a, _t in type_quota if not accts or a in accts})
         runs = sql.gpu_runs(store, start, upto, with_tq) if with_tq else []
         runs += [_gpu_run(r) for r in all_runs]
-        steps = [((a, gt), s, e, n) for a, s, e, _n, ty in runs for gt, n in ty.items()]
+        steps = [((a, gt), s, e, n) for a, s, e, _n, ty in runs for gt, n in ty.items() if SHARE_SEP not in gt]
         type_over = over_quota(steps, type_quota, t0, start, upto)
     share_of: dict[tuple[str, str], Fraction] | None = None
     if sorted(group_by) == ["account", "user"] and not usrs:  # the rows' own costs are those
@@ -325,7 +319,7 @@ def _build(store: Store, *, start: int, end: int, now: float, group_by: list[str
         row: dict[str, Any] = dict(zip(group_by, gvals, strict=True))
         row["gpu_hours"] = _hours(a.get("gres/gpu", 0.0))
         row["gpu_hours_by_type"] = {t.split(":", 1)[1]: _hours(v) for t, v in sorted(a.items())
-                                    if t.startswith("gres/gpu:") and v}
+                                    if t.startswith("gres/gpu:") and SHARE_SEP not in t and v}
         row["cpu_hours"] = _hours(a.get("cpu", 0.0))
         row["billing"] = _hours(a.get("billing", 0.0))
         row["cost"] = str(cost)

@@ -1,10 +1,13 @@
 """HTTP handlers of chargeback, for `batchd/api.py` to merge into its ROUTES:
 
     GET  /v1/report?start=&end=&month=&tz=&by=account,user&accounts=&users=&spread_idle=1&daily=1&raw=1&zero_gpu_s=
+                   &by_user=1
          -> the report object of DESIGN.md section 7 (start/end unix seconds or dates in
             tz, end also "now": the daemon's clock, the current partial hour included;
             month=YYYY-MM in tz; tz default [report] timezone, else UTC; default period:
-            the current month up to now; non-admins: only their accounts, see `report`)
+            the current month up to now; non-admins: only their accounts, see `report`).
+            by_user=1 (the HTML bill) adds "user_rows": the rows of the same report
+            grouped by account and user, at the same `now`
     GET  /v1/prices                 -> {"prices": [PRICE], "currency": str}
     POST /v1/prices  (admin)        body {"prices": [{tres, per_hour, currency, valid_from, valid_to}]}
                                     -> {"added": n}; valid_from/valid_to as in `[[price]]`
@@ -112,6 +115,11 @@ def report(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[str,
                        accounts=accounts, users=_list(q, "users"),
                        spread_idle=q.get("spread_idle") == "1", zero_gpu_s=zero_s,
                        daily=q.get("daily") == "1", raw=q.get("raw") == "1", tz=tz)
+    if q.get("by_user") == "1" and by == ["account"]:
+        # the same clock as the bill's, so that the users add up to their account's row
+        rep["user_rows"] = build_report(service.store, start=start, end=end, now=now, group_by=["account", "user"],
+                                        accounts=accounts, users=_list(q, "users"),
+                                        zero_gpu_s=zero_s, tz=tz)["rows"]
     rep["cluster"] = service.cfg.cluster_name
     rep["scope"] = "all" if admin else "member_accounts"
     if not admin:
@@ -143,10 +151,17 @@ def set_prices(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[
 
 
 def eff(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[str, Any]:
-    try:
-        job_id = int(q.get("job", ""))
-    except ValueError:
-        raise InvalidRequest("job: a numeric job id is needed") from None
+    text = q.get("job", "")
+    head, _, task = text.partition("_")
+    if not (head.isascii() and head.isdigit()) or (task and not (task.isascii() and task.isdigit())):
+        raise InvalidRequest("job: a job id (N) or an array task (N_M) is needed")
+    job_id = int(head)
+    if task:  # an array task: its own job record (Python's int() would read "5_2" as 52)
+        hits = [j for j in service.store.list_jobs(ids=[], array_job_ids=[job_id])
+                if j.array_task_id == int(task)]
+        if not hits:
+            raise NotFound(f"Invalid job id specified: {text}")
+        job_id = hits[0].id
     job = service.store.get_job(job_id)
     runs = service.store.list_usage(job_ids=[job_id])
     if job is None and not runs:

@@ -17,7 +17,7 @@ factor comes from the job, else from ``snapshot["qos"]`` (``[{"name",
 
 from __future__ import annotations
 
-from batchd.priority.multifactor import job_gpu_fractions, job_tres
+from batchd.priority.multifactor import job_charge, job_tres
 from batchd.priority.policy import billing_weights, merge_policy
 from batchd.priority.usage import Charge, advance_usage
 from batchd.tres import billing, parse_billing_weights
@@ -38,7 +38,8 @@ def job_billing(job: dict, snapshot: dict, policy: dict) -> float:
         weights = parse_billing_weights(str(part["tres_billing_weights"]), str(policy.get("priority_flags") or ""))
     else:
         weights = billing_weights(policy)
-    return billing(weights, job_tres(job, nodes), job_gpu_fractions(job, nodes))
+    ch = job_charge(job, nodes)
+    return billing(weights, job_tres(job, nodes), parts=ch.billing_parts() if ch is not None else None)
 
 
 def cycle_charges(snapshot: dict, last_s: float, policy: dict | None = None) -> list[Charge]:

@@ -39,10 +39,10 @@ partition, else "batch"), ``qos`` (default
 the KAI queue priority and is not used here), ``assoc_priority`` (0),
 ``partition_tres`` (``{tres: total}``, default the whole cluster), ``tres``
 (``{tres: count}`` or a TRES string; default from the allocation of a running job or
-``tasks x per_task`` of a pending one), ``admin_priority``. In an allocation a MIG
-instance (its UUID) counts 1 toward its profile's TRES and its share of the card
-toward ``gres/gpu`` (the MIG entry's ``fraction``, else profile slices / the device's
-``slices``, default 7).
+``tasks x per_task`` of a pending one), ``admin_priority``, ``charge`` (a running job's
+charge, batchd.gres record form). A running job's GPU TRES are its charge, else its
+allocation's by the GPU model of batchd.gres (a MIG instance counts 1 toward its
+profile's TRES and its card share toward ``gres/gpu``; shards their card share).
 """
 
 from __future__ import annotations
@@ -52,10 +52,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from batchd.gres import SHARE_SEP, Charge, charge_of_allocation, node_inventories, parse_node_gpus
 from batchd.priority.policy import priority_flags, tres_weights
 from batchd.tres import normalize_tres_name, parse_tres, tres_sort_key
 
-__all__ = ["JobFactors", "job_factors", "job_tres", "job_gpu_fractions", "cluster_tres"]
+__all__ = ["JobFactors", "job_factors", "job_tres", "job_charge", "cluster_tres"]
 
 MAX_PRIORITY = 4294967295
 _MIG_SLICES = re.compile(r"(?:^|[_:])(\d+)g\.\d+gb$")
@@ -89,24 +90,14 @@ class JobFactors:
     tres: dict[str, float] = field(default_factory=dict)
 
 
-def _gpu_totals(gpus: Any) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for g in gpus or []:
-        if not isinstance(g, dict):
-            continue
-        typ = g.get("type")
-        mig = g.get("mig") or []
-        n = float(g.get("count", 1))
-        out["gres/gpu"] = out.get("gres/gpu", 0.0) + n
-        if typ:
-            k = normalize_tres_name(f"gres/gpu:{typ}")
-            out[k] = out.get(k, 0.0) + n
-        for m in mig:
-            prof = m.get("profile") if isinstance(m, dict) else None
-            if prof:
-                k = normalize_tres_name(f"gres/gpu:{prof}")
-                out[k] = out.get(k, 0.0) + 1.0
-    return out
+def _gpu_totals(node: dict) -> dict[str, float]:
+    """The node's GPU TRES totals by the GPU model (batchd.gres): `gres/gpu` cards,
+    `gres/gpu:TYPE` whole cards, `gres/gpu:PROFILE` MIG instances, `gres/shard`."""
+    try:
+        inv = parse_node_gpus(node.get("gpus"), int(node.get("shards") or 0))
+    except (ValueError, TypeError):
+        return {}
+    return {normalize_tres_name(k): v for k, v in inv.capacity().items() if SHARE_SEP not in k}
 
 
 def _active(node: dict) -> bool:
@@ -121,67 +112,24 @@ def cluster_tres(snapshot: dict) -> tuple[dict[str, float], int, float]:
     for n in nodes:
         tot["cpu"] += float(n.get("cpus", 0) or 0)
         tot["mem"] += float(n.get("memory_mb", 0) or 0)
-        for k, v in _gpu_totals(n.get("gpus")).items():
+        for k, v in _gpu_totals(n).items():
             tot[k] = tot.get(k, 0.0) + v
     active = [n for n in nodes if _active(n)] or list(nodes)
     return tot, len(active), float(sum(float(n.get("cpus", 0) or 0) for n in active))
 
 
-def _mig_share(dev: dict, mig: dict) -> float:
-    """A MIG instance's share of its card: ``mig["fraction"]`` when given, else the
-    profile's compute slices (``2g.48gb`` -> 2) over the card's ``slices`` (default 7,
-    the A100/H100/H200 layout; 4 on an RTX PRO 6000)."""
-    if mig.get("fraction") is not None:
-        return float(mig["fraction"])
-    m = _MIG_SLICES.search(str(mig.get("profile") or ""))
-    slices = float(dev.get("slices") or 7)
-    return min(int(m.group(1)) / slices, 1.0) if m else 1.0
-
-
-def _gpu_share(node: dict | None, gpu: Any) -> float:
-    """How much of ``gres/gpu`` an allocated device counts for (1, or a MIG fraction)."""
-    for g in (node or {}).get("gpus") or []:
-        if isinstance(g, dict):
-            for m in g.get("mig") or []:
-                if isinstance(m, dict) and gpu == m.get("uuid"):
-                    return _mig_share(g, m)
-    return 1.0
-
-
-def job_gpu_fractions(job: dict, nodes: dict[str, dict] | None) -> dict[str, float]:
-    """``{"gres/gpu:PROFILE": share of a card}`` for the MIG instances in the job's
-    allocation (the ``gpu_fraction`` argument of ``batchd.tres.billing``)."""
-    out: dict[str, float] = {}
-    for name, a in (job.get("allocation") or {}).items():
-        node = (nodes or {}).get(name) or {}
-        for gpu in a.get("gpus") or []:
-            for g in node.get("gpus") or []:
-                for m in (g.get("mig") or []) if isinstance(g, dict) else []:
-                    if isinstance(m, dict) and gpu == m.get("uuid") and m.get("profile"):
-                        out[normalize_tres_name(f"gres/gpu:{m['profile']}")] = _mig_share(g, m)
-    return out
-
-
-def _gpu_type_of(node: dict | None, gpu: Any) -> str | None:
-    """The type (or MIG profile) of allocated GPU ``gpu`` (an index or a UUID) on ``node``."""
-    if not node:
+def job_charge(job: dict, nodes: dict[str, dict] | None) -> Charge | None:
+    """What a running job is charged for (batchd.gres): its stored ``charge`` (record form),
+    else its ``allocation`` against ``nodes`` (name -> snapshot node); None for a pending
+    job, or a running one with neither a charge nor the nodes to read its allocation with."""
+    if str(job.get("state", "PENDING")).upper() != "RUNNING" or not job.get("allocation"):
         return None
-    base = 0
-    for g in node.get("gpus") or []:
-        if not isinstance(g, dict):
-            continue
-        if "count" in g and "index" not in g:
-            n = int(g.get("count") or 0)
-            if isinstance(gpu, int) and base <= gpu < base + n:
-                return g.get("type")
-            base += n
-            continue
-        if gpu == g.get("index") or gpu == g.get("uuid"):
-            return g.get("type")
-        for m in g.get("mig") or []:
-            if isinstance(m, dict) and gpu == m.get("uuid"):
-                return m.get("profile")
-    return None
+    rec = job.get("charge")
+    if isinstance(rec, dict) and rec:
+        return Charge.from_record(rec)
+    if not nodes:
+        return None
+    return charge_of_allocation(job["allocation"], node_inventories(nodes.values()))
 
 
 def job_tres(job: dict, nodes: dict[str, dict] | None = None) -> dict[str, float]:
@@ -211,26 +159,18 @@ def job_tres(job: dict, nodes: dict[str, dict] | None = None) -> dict[str, float
     per = {normalize_tres_name(k): float(v) for k, v in (job.get("per_task") or {}).items()}
     out = {k: v * tasks for k, v in per.items()}
     out.setdefault("cpu", float(tasks))
-    if running:
-        out["node"] = float(len(alloc))
-        out["cpu"] = float(sum(float(a.get("cpus", 0) or 0) for a in alloc.values()))
-        out["mem"] = float(sum(float(a.get("memory_mb", 0) or 0) for a in alloc.values()))
-        ngpu = float(sum(_gpu_share((nodes or {}).get(name), g)
-                         for name, a in alloc.items() for g in a.get("gpus") or []))
-        if ngpu or "gres/gpu" in out:
-            out["gres/gpu"] = ngpu
-        if nodes:
-            typed: dict[str, float] = {}
-            for name, a in alloc.items():
-                for gpu in a.get("gpus") or []:
-                    t = _gpu_type_of(nodes.get(name), gpu)
-                    if t:
-                        k = normalize_tres_name(f"gres/gpu:{t}")
-                        typed[k] = typed.get(k, 0.0) + 1.0
-            if typed:
-                for k in [k for k in out if k.startswith("gres/gpu:")]:
-                    del out[k]
-                out.update(typed)
+    ch = job_charge(job, nodes)
+    if ch is not None:  # the allocation's charge replaces the request's GPU and node keys
+        for k in [k for k in out if k.startswith(("gres/gpu", "gres/shard"))]:
+            del out[k]
+        out.update({normalize_tres_name(k): v for k, v in ch.tres.items()})
+        return out
+    out["node"] = float(len(alloc))
+    out["cpu"] = float(sum(float(a.get("cpus", 0) or 0) for a in alloc.values()))
+    out["mem"] = float(sum(float(a.get("memory_mb", 0) or 0) for a in alloc.values()))
+    ngpu = float(sum(len(a.get("gpus") or []) for a in alloc.values()))
+    if ngpu or "gres/gpu" in out:
+        out["gres/gpu"] = ngpu
     return out
 
 

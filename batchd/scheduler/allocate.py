@@ -13,7 +13,9 @@ Pending reasons (Slurm's codes): `Resources` (the first job waiting for a pool o
 `Priority` (a higher job waits for the same pool, or holds a reservation on it),
 `AssocGrpGRES` / `AssocGrpCpuLimit` / `AssocGrpMemLimit` (an account limit on the job's account
 or an ancestor; also a non-preemptible job beyond its account's quota), `QOSMaxGRESPerUser`,
-`ReqNodeNotAvail` (fits only on nodes that are down or drained), `BadConstraints` (fits nowhere).
+`ReqNodeNotAvail` (fits only on nodes that are down or drained), `BadConstraints` (fits nowhere),
+`JobArrayTaskLimit` (its array's `%N` throttle is reached by the tasks running and those this
+cycle started).
 A job no easier than one that already failed in its account in this pass gets that job's
 outcome without a new search (KAI's scheduling signatures).
 """
@@ -34,6 +36,10 @@ OK, LIMIT, CAPACITY = "ok", "limit", "capacity"
 def limit_reason(key: str) -> str:
     if key == "qos":
         return "QOSMaxGRESPerUser"
+    if key == "array":
+        return "JobArrayTaskLimit"
+    if key.startswith("assoc:"):  # an association limit (assoclimits.py) names its reason
+        return key[6:]
     key = key.removeprefix("np:")
     if key == "cpu":
         return "AssocGrpCpuLimit"
@@ -112,7 +118,7 @@ def try_place(s: Session, j: JobRT, allow_rel: bool, bf: Backfill | None = None
                 continue
         full = dict(j.R)
         full.update(extra)
-        full[GPU] = gpu * j.tasks
+        full[GPU] = gpu * j.tasks + j.shard * j.tasks * s.shard_share  # shards: their card share
         if s.lending_blocked(j, full):
             continue
         takes = [take(node, k, needs, j.cpu, j.mem, j.shard, allow_rel, j.exclusive) for node, k in plan]

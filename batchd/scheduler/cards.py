@@ -32,15 +32,13 @@ CARDLESS = -1
 
 
 def shard_caps(spec: Any) -> dict[int, float]:
-    """Shards per card: the node's `shards` split evenly over its whole GPUs, in device order
-    (the remainder to the first ones); {CARDLESS: shards} without whole GPUs; {} without shards."""
-    if not spec.shards:
-        return {}
-    cards = [s.key for s in spec.slots if s.whole]
-    if not cards:
-        return {CARDLESS: float(spec.shards)}
-    q, r = divmod(int(spec.shards), len(cards))
-    return {k: float(q + (1 if i < r else 0)) for i, k in enumerate(cards)}
+    """Shards per card, as the node's inventory (batchd.gres) splits them: evenly over its
+    whole GPUs in device order, the remainder to the first ones; {CARDLESS: shards} without
+    whole GPUs; {} without shards."""
+    inv = spec.inventory
+    if inv.cardless_shards:
+        return {CARDLESS: float(inv.cardless_shards)}
+    return {c.index: float(c.shards) for c in inv.cards if c.shards}
 
 
 def gpu_cpu_map(raw_gpus: list, ncpus: int) -> dict[int, frozenset[int]]:

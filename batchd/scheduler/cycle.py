@@ -34,7 +34,9 @@ PASSES = ("allocate", "backfill", "reclaim", "preempt")
 
 @dataclass
 class Decisions:
-    """What one cycle decided. `start`: [{"job", "allocation", "after"}] in decision order;
+    """What one cycle decided. `start`: [{"job", "allocation", "after", "charge"}] in decision
+    order, `charge` being what the allocation is charged for (`batchd.gres.Charge.to_json`:
+    `{"tres": {...}, "parts": [[tres, count, card type, share], ...]}`);
     `preempt`: [{"job", "reason": "reclaim"|"preempt", "for"}]; `pending`: [{"job", "reason"}]
     ordered by submit time then id; `fair_share`: {account: {resource: share}};
     `planned_start`: {job id: unix seconds} for pending jobs holding a backfill reservation."""
@@ -109,7 +111,8 @@ def _decide(snapshot: Snapshot, policy: dict | None) -> Decisions:
     out = Decisions()
     for j, after in s.starts:
         alloc = {tk.node.name: tk.as_allocation() for tk in j.takes or []}
-        out.start.append({"job": j.id, "allocation": alloc, "after": list(after)})
+        out.start.append({"job": j.id, "allocation": alloc, "after": list(after),
+                          "charge": s.gres_charge(j.takes or []).to_json()})
     for v, reason, for_job in s.preempts:
         if preempting_for(v) == str(for_job.id):
             continue  # already being preempted for this job: no new decision

@@ -235,7 +235,7 @@ class Solver:
         if not candidates:
             return False
         key = s.over_limit(j, j.R)
-        if key is not None and (key.startswith("np:") or key == "qos" or self.mode == "reclaim"):
+        if key is not None and (key.startswith(("np:", "assoc:")) or key in ("qos", "array") or self.mode == "reclaim"):
             return False
         if not self.idle_ok and self._may_fit(j, [], False):
             return False

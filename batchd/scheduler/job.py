@@ -39,6 +39,9 @@ class JobRT:
     pools: frozenset = frozenset()
     allowed: frozenset[str] | None = None
     exclusive = False
+    array: object = None      # the array job id of a task whose array has a %N throttle
+    array_max: int | None = None
+    assoc: Any = None         # the association limits it runs under (assoclimits.Limits), if any
 
     def __init__(self, spec: Any, queue: Queue):
         self.spec = spec
@@ -67,6 +70,11 @@ class JobRT:
             self.allowed = spec.partition_nodes
         if spec.exclusive:
             self.exclusive = True
+        raw = spec.raw
+        if "array_max_running" in raw:
+            m = raw["array_max_running"]
+            if m.__class__ is int and m > 0 and raw.get("array_job_id") is not None:
+                self.array, self.array_max = raw["array_job_id"], m
 
     def __repr__(self) -> str:
         return f"Job({self.id})"

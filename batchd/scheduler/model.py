@@ -7,17 +7,22 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from batchd.gres import NodeGpus
+
 
 @dataclass
 class Slot:
     """One allocatable GPU unit of a node: a whole GPU (`key` = its index, an int) or a MIG
     instance (`key` = `"<gpu index>:<mig uuid>"`). `share` is what it counts toward
-    `gres/gpu` (1.0 for a whole GPU, slices/total for a MIG instance)."""
+    `gres/gpu` (1.0 for a whole GPU, its card share for a MIG instance: batchd.gres);
+    `card`/`card_type`: the index and type of the physical GPU it is (part of)."""
     key: int | str
     type: str
     share: float
     whole: bool
     order: int
+    card: int = 0
+    card_type: str = ""
 
 
 @dataclass
@@ -31,6 +36,7 @@ class Node:
     slots: list[Slot]
     raw_gpus: list[dict]
     index: int
+    inventory: NodeGpus = field(default_factory=NodeGpus)
 
 
 @dataclass

@@ -34,10 +34,17 @@ Extensions of the documented format, all optional:
 - `nodes[].shards` (int, default 0): `gres/shard` units the node offers, split evenly over
   its whole (non-MIG) GPUs; a job's shards on a node come from one card.
 - Decisions: each node of a started job's allocation carries `cpu_ids` (ascending; absent on
-  a node without CPUs) and, for shards, `shard_gpus: [index]`.
+  a node without CPUs) and, for shards, `shard_gpus: [index]`; each start carries `charge`,
+  what the allocation is charged for by the GPU model (batchd/gres.py, docs/gpu-model.md).
+- `jobs[].charge` (on a running job, optional): its stored charge in record form (priority's
+  TRES of the job; the scheduler itself counts the allocation).
 - `nodes[].gpus[]` devices may carry `"slices"`: the number of compute slices of a MIG-capable
-  GPU (default 4 for RTX PRO / A30 class types, whose type name contains `rtx` or `a30`, else 7).
+  GPU (default 4 for RTX PRO / A30 class types, whose type name contains `rtx` or `a30`, else 7);
+  a MIG instance counts its profile's compute slices over them (`1c.3g.40gb`: 1), batchd/gres.py.
 - `accounts[].resources[r].lending_limit` (Kueue's lendingLimit).
+- `jobs[].array_job_id` with `jobs[].array_max_running` (int > 0): a task of a job array with
+  Slurm's `%N` throttle; at most N tasks of the array run, counting those running and those
+  this cycle starts (the others pend with `JobArrayTaskLimit`).
 - `jobs[].partition_nodes` (list of node names): the job may only run on these nodes (its
   partition); `jobs[].exclusive` (bool): the job takes whole nodes (all their idle GPUs,
   CPUs and memory) and only nodes nothing else runs on.
@@ -52,8 +59,9 @@ from __future__ import annotations
 
 import copy
 import gc
-import re
 from typing import Any
+
+from batchd.gres import card_slices, instance_share, parse_node_gpus
 
 from .fields import (
     check_resource_key,
@@ -71,18 +79,8 @@ USABLE_NODE_STATES = frozenset({"IDLE", "MIXED", "MIX", "ALLOCATED", "ALLOC", "C
 BAD_NODE_FLAGS = ("DRAIN", "DOWN", "FAIL", "MAINT", "POWERED_DOWN", "NOT_RESPONDING")
 ACTIVE_STATES = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED"})
 PENDING_STATES = frozenset({"PENDING", "REQUEUED"})
-_PROFILE_SLICES = re.compile(r"(?:^|\.)(\d+)g\.")
 
 
-def mig_profile_slices(profile: str) -> int:
-    """Compute slices of a MIG profile name (`1g.24gb` -> 1, `1c.3g.40gb` -> 3); 1 when unknown."""
-    m = _PROFILE_SLICES.search(profile)
-    return int(m.group(1)) if m else 1
-
-
-def gpu_total_slices(gpu_type: str) -> int:
-    t = gpu_type.lower()
-    return 4 if ("rtx" in t or "a30" in t) else 7
 
 
 def node_usable(state: str) -> bool:
@@ -94,6 +92,7 @@ def node_usable(state: str) -> bool:
 
 
 def _parse_gpus(gpus: Any, path: str) -> list[Slot]:
+    """The node's allocatable slots, validated with their paths; shares by batchd.gres."""
     if gpus is None:
         return []
     if not isinstance(gpus, list):
@@ -109,7 +108,7 @@ def _parse_gpus(gpus: Any, path: str) -> list[Slot]:
         if "count" in g and "index" not in g:
             count = get_int(g, "count", p, 0)
             for _ in range(count or 0):
-                slots.append(Slot(nxt, gtype, 1.0, True, len(slots)))
+                slots.append(Slot(nxt, gtype, 1.0, True, len(slots), nxt, gtype))
                 seen.add(nxt)
                 nxt += 1
             continue
@@ -124,17 +123,16 @@ def _parse_gpus(gpus: Any, path: str) -> list[Slot]:
         if not isinstance(mig, list):
             raise field_error(f"{p}.mig", "must be a list", mig)
         if not mig:
-            slots.append(Slot(idx, gtype, 1.0, True, len(slots)))
+            slots.append(Slot(idx, gtype, 1.0, True, len(slots), idx, gtype))
             continue
-        total = get_int(g, "slices", p) or gpu_total_slices(gtype)
+        total = card_slices(gtype, get_int(g, "slices", p))
         for k, m in enumerate(mig):
             mp = f"{p}.mig[{k}]"
             if not isinstance(m, dict):
                 raise field_error(mp, "must be an object", m)
             prof = req_str(m, "profile", mp)
             uuid = req_str(m, "uuid", mp)
-            share = min(1.0, mig_profile_slices(prof) / total)
-            slots.append(Slot(f"{idx}:{uuid}", prof, share, False, len(slots)))
+            slots.append(Slot(f"{idx}:{uuid}", prof, instance_share(prof, total), False, len(slots), idx, gtype))
     return slots
 
 
@@ -145,10 +143,15 @@ def _parse_node(d: Any, i: int) -> Node:
     name = get_str(d, "name", p, required=True)
     assert name is not None
     state = get_str(d, "state", p, "IDLE") or "IDLE"
+    shards = get_int(d, "shards", p, 0) or 0
+    slots = _parse_gpus(d.get("gpus"), f"{p}.gpus")
+    try:
+        inventory = parse_node_gpus(d.get("gpus"), shards)
+    except ValueError as e:
+        raise field_error(f"{p}.{str(e).split(':', 1)[0]}", str(e).split(": ", 1)[-1], d.get("gpus")) from None
     return Node(name=name, cpus=get_int(d, "cpus", p, 0) or 0, memory_mb=get_int(d, "memory_mb", p, 0) or 0,
-                state=state, usable=node_usable(state), shards=get_int(d, "shards", p, 0) or 0,
-                slots=_parse_gpus(d.get("gpus"), f"{p}.gpus"), raw_gpus=copy.deepcopy(d.get("gpus") or []),
-                index=i)
+                state=state, usable=node_usable(state), shards=shards, slots=slots,
+                raw_gpus=copy.deepcopy(d.get("gpus") or []), index=i, inventory=inventory)
 
 
 def _parse_account(d: Any, i: int) -> Account:

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from operator import attrgetter
 
-from .cards import place_stored_shards, shard_card, sync_card
+from batchd.gres import SHARD, Charge
+
+from .assoclimits import assoc_add, assoc_effective, assoc_over, assoc_setup
+from .cards import CARDLESS, place_stored_shards, shard_card, sync_card
 from .fairshare import UNLIMITED, Queue, compute_fair_shares, normalise_usage
 from .job import _CPU_POOL, BASE_RES, EPS, GPU, TYPED, JobRT
 from .placement import NodeRT, Take, _insert, give_back
@@ -55,6 +58,10 @@ class Session:
                 if "gres/shard" in totals:
                     totals["gres/shard"] += n.shards
         self.totals = totals
+        # the card share of one shard in a request (before a card is chosen): of the cards
+        # with the fewest shards, so that a request never counts less than its start will
+        caps = [c.shards for n in snap.nodes for c in n.inventory.cards if c.shards]
+        self.shard_share = 1.0 / min(caps) if caps else 0.0
         self._build_queues()
         self.undo: list = []
         self.starts: list[tuple[JobRT, list]] = []
@@ -67,6 +74,7 @@ class Session:
                 if isinstance(m, int | float) and not isinstance(m, bool) and m >= 0:
                     qos_limits[q["name"]] = float(m)
         self._req_cache: dict[tuple, tuple] = {}
+        self._assoc_setup()
         self.jobs: list[JobRT] = []
         self.pending: list[JobRT] = []
         self.ineligible: list[JobRT] = []
@@ -74,20 +82,30 @@ class Session:
         queues = self.queues
         self._shard_claims: list[tuple[Take, int | None]] = []
         self._cpu_held: dict[NodeRT, set[int]] = {}
+        # tasks running per throttled array (`%N`): those running and those this cycle starts
+        self.array_running: dict[object, int] = {}
         for spec in snap.jobs:
             j = JobRT(spec, queues[spec.account])
             mf = priorities.get(str(spec.id), 0) if priorities else 0
             j.sort_key = (-j.prio, -mf, spec.submit_time, j.idk)
             if spec.qos in qos_limits:
                 j.qos_max = qos_limits[spec.qos]
+            if self.assoc_policies:
+                self._assoc_of(j)
             self._job_request(j)
             self.jobs.append(j)
             if j.running:
                 self._adopt_running(j)
                 self.running.append(j)
+                if j.assoc is not None or self.run_mins:
+                    assoc_add(self, j, 1.0)
+                if j.array_max is not None:
+                    self.array_running[j.array] = self.array_running.get(j.array, 0) + 1
             elif spec.state in PENDING_STATES:
                 (self.pending if spec.eligible else self.ineligible).append(j)
         place_stored_shards(self._shard_claims)
+        if self._shard_claims:
+            self._recharge_shards()
         self._shard_claims = []
         for node, held in self._cpu_held.items():
             node.cpu_ids = [c for c in node.cpu_ids if c not in held]
@@ -133,6 +151,14 @@ class Session:
             q.path = path[::-1]
             q.depth = len(path) - 1
 
+    def _assoc_setup(self) -> None:
+        """Association limits (batchd.assocpolicy) from the snapshot's `accounts[].policy`,
+        `users[].policy` and `accounts[].budget_used` (see assoclimits.py)."""
+        assoc_setup(self)
+
+    def _assoc_of(self, j: JobRT) -> None:
+        j.assoc = assoc_effective(self, j)
+
     def may_use_type(self, q: Queue, gtype: str) -> bool:
         key = TYPED + gtype
         if key not in q.limit:
@@ -143,8 +169,9 @@ class Session:
         """Fill R, gpus_total, pools, shape, amounts. Identical requests share one (read-only)
         result: most snapshots hold many jobs of few shapes."""
         pt = j.spec.per_task
+        per_user = j.qos_max is not None or j.assoc is not None
         key = (j.queue, tuple(pt.items()), j.tasks, j.nodes, j.tpn, j.preemptible, j.prio, j.time_limit,
-               j.user if j.qos_max is not None else None, j.allowed, j.exclusive)
+               j.user if per_user else None, j.allowed, j.exclusive, j.array)
         hit = self._req_cache.get(key)
         if hit is not None:
             j.R, j.gpus_total, j.pools, j.shape, j.amounts, j.time_limit_key = hit
@@ -167,15 +194,19 @@ class Session:
                 if TYPED + t in limits:
                     R[TYPED + t] = R.get(TYPED + t, 0.0) + c * tasks
         R[GPU] = gpu * tasks
-        if j.shard and "gres/shard" in j.queue.limit:
-            R["gres/shard"] = j.shard * tasks
+        if j.shard:
+            # a shard is its share of a card toward gres/gpu (batchd.gres), as once placed
+            R[GPU] += j.shard * tasks * self.shard_share
+            if "gres/shard" in j.queue.limit:
+                R["gres/shard"] = j.shard * tasks
         j.R = R
         j.gpus_total = count * tasks
         j.pools = frozenset(pools) if pools else _CPU_POOL
         pt = j.spec.per_task
         tl = j.time_limit
-        j.shape = (tuple(pt), j.nodes, j.tpn, j.preemptible, j.user if j.qos_max is not None else None,
-                   j.allowed, j.exclusive)
+        j.shape = (tuple(pt), j.nodes, j.tpn, j.preemptible,
+                   j.user if j.qos_max is not None or j.assoc is not None else None,
+                   j.allowed, j.exclusive, j.array)  # a throttled array's tasks fail together, no other job
         j.amounts = (tasks, -j.prio, *pt.values())
         j.time_limit_key = float("inf") if tl is None else float(tl)
 
@@ -241,7 +272,28 @@ class Session:
             start = spec.start_time if spec.start_time is not None else self.now
             j.end_time = max(self.now, start + spec.time_limit_s)
 
+    def _recharge_shards(self) -> None:
+        """Running jobs' shards count their card share only once their cards are known
+        (`place_stored_shards`, after every running job is adopted): add the difference."""
+        for j in self.running:
+            if not any(tk.shard for tk in j.takes or ()):
+                continue
+            new = self.charge_of(j.takes or [])
+            delta = {r: v - j.charge.get(r, 0.0) for r, v in new.items() if v != j.charge.get(r, 0.0)}
+            if not delta:
+                continue
+            self._qos_add(j, -1.0)
+            self._account(j, delta, 1.0)
+            for q in j.queue.path:
+                for r, v in delta.items():
+                    q.request[r] += v
+            j.charge = new
+            self._qos_add(j, 1.0)
+
     def charge_of(self, takes: list[Take]) -> dict[str, float]:
+        """What `takes` hold on the tracked resource keys (quota and limit accounting): the
+        same amounts as their `gres_charge` (a MIG instance and a card's shards count their
+        card share toward gres/gpu)."""
         c = dict.fromkeys(self.res, 0.0)
         for tk in takes:
             for s in tk.slots():
@@ -251,9 +303,28 @@ class Session:
                     c[k] += 1
             c["cpu"] += tk.cpu + tk.cpu_rel
             c["mem"] += tk.mem + tk.mem_rel
-            if "gres/shard" in c:
-                c["gres/shard"] += tk.shard + tk.shard_rel
+            n = tk.shard + tk.shard_rel
+            if n:
+                c[GPU] += n * _shard_share(tk)
+                if "gres/shard" in c:
+                    c["gres/shard"] += n
         return c
+
+    def gres_charge(self, takes: list[Take]) -> Charge:
+        """The charge of a start (batchd.gres): its TRES and one part per kind of device."""
+        ch = Charge()
+        t = ch.tres
+        for tk in takes:
+            t["cpu"] = t.get("cpu", 0.0) + tk.cpu + tk.cpu_rel
+            t["mem"] = t.get("mem", 0.0) + tk.mem + tk.mem_rel
+            t["node"] = t.get("node", 0.0) + 1
+            for s in tk.slots():
+                ch.add_part(TYPED + s.type, 1.0, s.card_type or s.type, s.share)
+            n = tk.shard + tk.shard_rel
+            if n:
+                card = tk.node.slots.get(tk.shard_card) if tk.shard_card is not None else None
+                ch.add_part(SHARD, n, card.card_type if card is not None else "", n * _shard_share(tk))
+        return ch
 
     # -- accounting --------------------------------------------------------------------------
     def _account(self, j: JobRT, vec: dict[str, float], sign: float) -> None:
@@ -293,6 +364,10 @@ class Session:
             used = self.qos_used.get((j.spec.qos, j.user), 0.0)
             if used + vec.get(GPU, 0.0) > j.qos_max + EPS:
                 return "qos"
+        if j.array_max is not None and self.array_running.get(j.array, 0) >= j.array_max:
+            return "array"
+        if j.assoc is not None or j.queue.name in self.assoc_leaves:
+            return assoc_over(self, j, vec)
         return None
 
     def lending_blocked(self, j: JobRT, vec: dict[str, float]) -> bool:
@@ -347,12 +422,20 @@ class Session:
         j.charge = self.charge_of(takes)
         self._account(j, j.charge, 1.0)
         self._qos_add(j, 1.0)
+        if j.array_max is not None:
+            self.array_running[j.array] = self.array_running.get(j.array, 0) + 1
+        if j.assoc is not None or self.run_mins:
+            assoc_add(self, j, 1.0)
         self.starts.append((j, after))
         if j.time_limit is not None and j.time_limit > 0:
             j.end_time = self.now + j.time_limit
 
         def undo() -> None:
             self.starts.pop()
+            if j.array_max is not None:
+                self.array_running[j.array] -= 1
+            if j.assoc is not None or self.run_mins:
+                assoc_add(self, j, -1.0)
             self._qos_add(j, -1.0)
             self._account(j, j.charge, -1.0)
             for tk in reversed(takes):
@@ -384,12 +467,16 @@ class Session:
                 sync_card(node, k)
         self._account(j, j.charge, -1.0)
         self._qos_add(j, -1.0)
+        if j.assoc is not None or self.run_mins:
+            assoc_add(self, j, -1.0)
         j.evicted = True
         self.preempts.append((j, reason, for_job))
 
         def undo() -> None:
             self.preempts.pop()
             j.evicted = False
+            if j.assoc is not None or self.run_mins:
+                assoc_add(self, j, 1.0)
             self._qos_add(j, 1.0)
             self._account(j, j.charge, 1.0)
             for tk in reversed(takes):
@@ -416,3 +503,12 @@ class Session:
                     node.rel[s.type].remove(s)
                     del node.rel_owner[s.key]
         self.undo.append(undo)
+
+
+def _shard_share(tk: Take) -> float:
+    """The card share of one shard of `tk`: 1 / its card's shards; 0 for shards on no card."""
+    k = tk.shard_card
+    if k is None or k == CARDLESS:
+        return 0.0
+    cap = tk.node.card_cap.get(k, 0.0)
+    return 1.0 / cap if cap > 0 else 0.0

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, delete, event, select, text, update
+from sqlalchemy import Engine, create_engine, delete, event, func, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from batchd.model import Account, Job, Node, UsageRec, from_row
@@ -150,6 +150,13 @@ class Store:
             row = s.get(JobRow, job_id)
             return None if row is None else from_row(Job, row)
 
+    def count_active_jobs(self, user: str, account: str) -> int:
+        """The user's pending and running jobs (each array task one) in `account`."""
+        q = (select(func.count()).select_from(JobRow)
+             .where(JobRow.user == user, JobRow.account == account, JobRow.state.in_(ACTIVE_STATES)))
+        with self.tx() as s:
+            return int(s.execute(q).scalar_one())
+
     def list_jobs(self, *, states: Iterable[str] | None = None, ids: Iterable[int] | None = None,
                   array_job_ids: Iterable[int] | None = None, since: float | None = None) -> list[Job]:
         """Jobs ordered by id. `since`: only jobs that ended at or after it, or have not ended."""
@@ -258,26 +265,32 @@ class Store:
             row = s.get(AccountRow, acct.name)
             if row is None:
                 s.add(AccountRow(name=acct.name, parent=acct.parent, priority=acct.priority,
-                                 shares=acct.shares, resources=acct.resources, created=time.time()))
+                                 shares=acct.shares, resources=acct.resources, created=time.time(),
+                                 policy=acct.policy or None))
             else:
                 row.parent, row.priority, row.shares, row.resources = (acct.parent, acct.priority,
                                                                        acct.shares, acct.resources)
+                row.policy = acct.policy or None
             s.add(AuditRow(time=time.time(), uid=uid, action="account.put",
                            detail=json.dumps(acct.__dict__, sort_keys=True)))
 
     def list_associations(self) -> list[dict[str, Any]]:
         with self.tx() as s:
-            return [{"user": a.user, "account": a.account, "shares": a.shares, "is_default": a.is_default}
+            return [{"user": a.user, "account": a.account, "shares": a.shares, "is_default": a.is_default,
+                     **({"policy": a.policy} if a.policy else {})}
                     for a in s.scalars(select(Association).order_by(Association.account, Association.user))]
 
     def put_association(self, user: str, account: str, shares: int | None = 1, is_default: bool = False,
-                        uid: int = 0) -> None:
+                        uid: int = 0, policy: dict[str, Any] | None = None) -> None:
         with self.tx() as s:
             row = s.get(Association, (user, account))
             if row is None:
-                s.add(Association(user=user, account=account, shares=shares, is_default=is_default))
+                s.add(Association(user=user, account=account, shares=shares, is_default=is_default,
+                                  policy=policy or None))
             else:
                 row.shares, row.is_default = shares, is_default
+                if policy is not None:
+                    row.policy = policy or None
             s.add(AuditRow(time=time.time(), uid=uid, action="association.put",
                            detail=json.dumps({"user": user, "account": account, "shares": shares})))
 
@@ -293,14 +306,15 @@ class Store:
                 row = s.get(AccountRow, a.name)
                 if row is None:
                     s.add(AccountRow(name=a.name, parent=a.parent, priority=a.priority, shares=a.shares,
-                                     resources=a.resources, created=now + i * 1e-6))
+                                     resources=a.resources, created=now + i * 1e-6, policy=a.policy or None))
                 else:
                     row.parent, row.priority, row.shares, row.resources = (a.parent, a.priority, a.shares,
                                                                            a.resources)
+                    row.policy = a.policy or None
             s.execute(delete(Association))
             for x in associations:
                 s.add(Association(user=x["user"], account=x["account"], shares=x["shares"],
-                                  is_default=x["is_default"]))
+                                  is_default=x["is_default"], policy=x.get("policy") or None))
             if changes:
                 s.add(AuditRow(time=now, uid=uid, action="accounts.apply", detail=json.dumps(changes)))
 

@@ -80,6 +80,9 @@ class JobRow(Base):
     tres_alloc: Mapped[str] = mapped_column(String(500), nullable=False, default="")
     billing: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
     allocation: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # the allocation's charge in batchd.gres's record form (TRES + card-share keys), set
+    # with the allocation when the job starts; None while pending and for older rows
+    charge: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     spec: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
     request: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
     # what the controller asked the node agent to do with the running job:
@@ -145,15 +148,19 @@ class AccountRow(Base):
     shares: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
     resources: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
     created: Mapped[float] = mapped_column(Float, nullable=False)
+    # Slurm's association limits of the account (batchd.assocpolicy); None = none
+    policy: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class Association(Base):
-    """A user's membership of an account; `shares` None = FairShare=parent."""
+    """A user's membership of an account; `shares` None = FairShare=parent; `policy` the
+    user's own association limits (batchd.assocpolicy), None = the account's."""
     __tablename__ = "associations"
     user: Mapped[str] = mapped_column(String(64), primary_key=True)
     account: Mapped[str] = mapped_column(String(64), primary_key=True)
     shares: Mapped[int | None] = mapped_column(Integer, default=1)
     is_default: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    policy: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class NodeRow(Base):

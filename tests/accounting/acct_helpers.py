@@ -42,13 +42,14 @@ def insert_usage(store: Store, rows: list[dict[str, Any]]) -> None:
 
 
 def insert_running(store: Store, job_id: int, start: float, tres_alloc: str, *, account: str = "a",
-                   user: str = "u", billing: float = 1.0, node: str = "gpu01", restarts: int = 0) -> None:
+                   user: str = "u", billing: float = 1.0, node: str = "gpu01", restarts: int = 0,
+                   charge: dict[str, float] | None = None) -> None:
     with store.tx() as s:
         s.add(JobRow(id=job_id, name="r", user=user, uid=1000, gid=1000, account=account, partition="gpu",
                      qos="normal", state="RUNNING", reason="None", priority=1, nice=0, hold=False,
                      submit_time=start, start_time=start, exit_code=0, exit_signal=0, restarts=restarts,
                      requeue=True, node_list=node, tres_req="", tres_alloc=tres_alloc, billing=billing,
-                     spec={}, request={}))
+                     charge=charge, spec={}, request={}))
 
 
 def add_account(store: Store, name: str, gpu_quota: float) -> None:

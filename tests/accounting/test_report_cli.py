@@ -11,6 +11,7 @@ import os
 import pytest
 from acct_helpers import add_account, add_node, insert_running, insert_usage, ts, usage
 from click.testing import CliRunner
+from sqlalchemy import update
 
 from batchd.accounting import routes
 from batchd.accounting.efficiency import record_sample
@@ -23,6 +24,7 @@ from batchd.cli.cmd_price import command as price_cmd
 from batchd.cli.cmd_report import command as report_cmd
 from batchd.config import Config
 from batchd.service import Caller, Service
+from batchd.store.tables import JobRow
 
 H200 = {"cpu": 8, "mem": 65536, "node": 1, "gres/gpu": 2, "gres/gpu:h200": 2}
 
@@ -95,6 +97,10 @@ def test_price_set_list_and_report_formats(daemon, store):
 
     html = r.invoke(report_cmd, ["--month", "2026-10", "--html"]).output
     assert html.startswith("<!DOCTYPE html>") and 'id="daily"' in html and 'class="bar"' in html
+    assert "<h1>October 2026</h1>" in html and "cluster dev16" in html
+    # the route added the users of each account (by_user=1), at the same clock as the bill
+    assert "<h3>vision</h3>" in html and "<td>alice</td>" in html and "<td>bob</td>" in html
+    assert "user_rows" not in r.invoke(report_cmd, ["--month", "2026-10", "--json"]).output
     assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
 
 
@@ -121,6 +127,20 @@ def test_eff_prints_seff_like_figures_and_zero_gpu_warning(daemon, store):
                                                      "--json", "--zero-gpu", "1"]).output)
     assert [(f["job_id"], f["reason"]) for f in rep["flags"]] == [(42, "gpu_zero_util")]
     assert CliRunner().invoke(eff_cmd, ["999"]).exit_code == 1
+
+
+def test_eff_of_an_array_task_is_that_task(daemon, store):
+    # issue 15: `batchd eff 5_2` showed job 52 (int() reads "5_2" as 52)
+    insert_running(store, 52, ts("2026-10-01T00:00"), "cpu=1,node=1,billing=1")
+    insert_running(store, 57, ts("2026-10-01T00:00"), "cpu=8,node=1,billing=8")
+    with store.tx() as s:
+        s.execute(update(JobRow).where(JobRow.id == 57).values(array_job_id=5, array_task_id=2))
+    out = CliRunner().invoke(eff_cmd, ["5_2"]).output
+    assert "Job ID: 57" in out and "Cores: 8" in out
+    assert "Job ID: 52" in CliRunner().invoke(eff_cmd, ["52"]).output
+    bad = CliRunner().invoke(eff_cmd, ["5_x"])
+    assert bad.exit_code == 1 and "Invalid job id: 5_x" in bad.output
+    assert CliRunner().invoke(eff_cmd, ["5_9"]).exit_code == 1
 
 
 def test_sreport_layouts(daemon, store, capsys):
@@ -258,7 +278,7 @@ def test_percentages_say_they_are_percentages(daemon, store):
     v = next(x for x in js["rows"] if x["account"] == "vision")
     assert v["quota_used_pct"] == 0.67 and v["gpu_efficiency_pct"] == 80.0
     html = r.invoke(report_cmd, ["--month", "2026-10", "--html"]).output
-    assert "<th>Quota used</th>" in html and '<td class="n">80.0%</td>' in html
+    assert '<th scope="col">Quota used</th>' in html and '<td class="n">80.0%</td>' in html
 
 
 def test_csv_carries_period_and_currency_and_every_format_shows_the_rate_card(daemon, store):
@@ -302,7 +322,9 @@ def test_csv_carries_period_and_currency_and_every_format_shows_the_rate_card(da
         ["gres/gpu:h200", "3.00", "EUR", "valid", "from", "2026-10-16"]]
     assert table[at + 1].split()[-4:] == ["applied", "2026-10-01", "-", "2026-10-16"]
     html = r.invoke(report_cmd, ["--month", "2026-10", "--html"]).output
-    assert "gres/gpu:h200  3.00 EUR" in html
+    assert ('<tr><td>gres/gpu:h200</td><td class="n">3.00 per GPU-hour</td><td>EUR</td><td class="d">2026-10-16</td>'
+            '<td class="d">open-ended</td><td>16–31 October 2026</td></tr>') in html
+
 
 
 def test_tz_and_a_non_admin_through_the_cli(daemon, store):

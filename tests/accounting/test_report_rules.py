@@ -250,8 +250,8 @@ def test_non_admin_sees_only_their_accounts(store):
     assert "administrators only" in render_table(mine)
 
 
-def test_migration_0008_registers_existing_nodes(db_url):
-    """Nodes that existed before 0008 are registered at the earliest usage record or job
+def test_migration_0010_registers_existing_nodes(db_url):
+    """Nodes that existed before 0010 are registered at the earliest usage record or job
     started on them, else at their heartbeat, with one event of their current state."""
     from sqlalchemy import text
 
@@ -261,7 +261,7 @@ def test_migration_0008_registers_existing_nodes(db_url):
 
     s = Store(db_url)
     try:
-        upgrade(s.engine, "0007")
+        upgrade(s.engine, "0009")
         with s.tx() as tx:
             tx.execute(text("INSERT INTO nodes (name, state, reason, cpus, memory_mb, gpus, heartbeat) VALUES "
                             "('gpu01', 'IDLE', NULL, 4, 1000, '[]', 9000.0), "

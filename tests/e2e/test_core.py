@@ -194,4 +194,5 @@ def test_shard_jobs_share_one_card_each(cluster):
     # each sees exactly the one card its shards are on; the two pack on one card
     assert all(d.isdigit() for d in devs) and devs[0] == devs[1], devs
     assert jw["start_time"] >= max(ja["end_time"], jb["end_time"]) - 1
-    assert "gres/shard=1" in ja["tres_alloc"] and "gres/gpu" not in ja["tres_alloc"]
+    # one of the card's 2 shards is half a card: charged as such (issue 14; was gres/gpu 0, billing 1)
+    assert ja["tres_alloc"] == "cpu=1,mem=1G,node=1,billing=2,gres/gpu=0.5,gres/shard=1", ja["tres_alloc"]

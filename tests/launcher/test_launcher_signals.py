@@ -182,3 +182,79 @@ def test_time_limit_can_be_shortened_and_lifted_while_running(jobs):
     launcher.set_time_limit(jobs.spool, req.job_id, req.run, None)
     assert jobs.wait(req, timeout_s=10).final_state == "COMPLETED"
     launcher.set_time_limit(jobs.spool, req.job_id, req.run, 1)  # after the end: no error
+
+
+# A job that keeps writing after the signal: the notice must stay whole after its first lines.
+KEEPS_WRITING = """#!/bin/bash
+trap 'for i in 1 2 3 4 5; do echo "after TERM line $i with enough text to cover a notice"; sleep 0.1; done; exit 0' TERM
+echo started
+while :; do sleep 0.05; done
+"""
+
+
+def _whole(text: str, notice: str) -> None:
+    """`notice` stands on a line of its own and every later line the job wrote is there too."""
+    lines = text.splitlines()
+    assert lines[0] == "started", text
+    hits = [ln for ln in lines if notice in ln]
+    assert len(hits) == 1 and hits[0].startswith("slurmstepd-") and hits[0].endswith("***"), text
+    assert [ln for ln in lines if ln.startswith("after TERM")] == [
+        f"after TERM line {i} with enough text to cover a notice" for i in range(1, 6)], text
+
+
+def test_cancel_notice_is_not_overwritten_by_later_output(jobs):
+    # issue 15: the job's file was opened without O_APPEND, so its next writes landed over the notice
+    req, _ = jobs.launch(KEEPS_WRITING, kill_wait_s=10)
+    _wait_for(Path(req.stdout), "started")
+    launcher.terminate(jobs.spool, req.job_id, req.run, "cancel", grace_s=10)
+    status = jobs.wait(req, timeout_s=15)
+    assert status.final_state == "CANCELLED"
+    _whole(Path(req.stdout).read_text(), f"*** JOB {req.job_id} ON ")
+
+
+def test_time_limit_and_preemption_notices_stay_whole(jobs):
+    req, _ = jobs.launch(KEEPS_WRITING, time_limit_s=1, kill_wait_s=10)
+    assert jobs.wait(req, timeout_s=15).final_state == "TIMEOUT"
+    _whole(Path(req.stdout).read_text(), "DUE TO TIME LIMIT ***")
+    req, _ = jobs.launch(KEEPS_WRITING, kill_wait_s=10)
+    _wait_for(Path(req.stdout), "started")
+    launcher.terminate(jobs.spool, req.job_id, req.run, "preempt")
+    assert jobs.wait(req, timeout_s=15).final_state == "PREEMPTED"
+    _whole(Path(req.stdout).read_text(), "DUE TO PREEMPTION ***")
+
+
+def test_memory_kill_leaves_slurms_line(jobs):
+    script = "#!/bin/bash\necho started\npython3 -c 'b = bytearray(300 * 1024 * 1024); import time; time.sleep(30)'\n"
+    req, _ = jobs.launch(script, mem_limit_mb=50)
+    status = jobs.wait(req, timeout_s=30)
+    assert status.final_state == "OUT_OF_MEMORY"
+    text = Path(req.stdout).read_text()
+    assert text.startswith("started\n") and f"error: StepId={req.job_id}.batch exceeded memory limit (" in text
+    assert "), being killed" in text
+
+
+def test_kernel_oom_kills_in_a_unit_leave_slurms_line(jobs, tmp_path, monkeypatch):
+    """In a systemd unit the kernel kills at MemoryMax and the supervisor reads the unit's
+    memory.events: the run is OUT_OF_MEMORY and the error file gets slurmstepd's line after
+    the job's output (the cgroup is a crafted directory: this machine cannot OOM a unit)."""
+    from batchd import supervisor as sup
+
+    cg = tmp_path / "cg"
+    cg.mkdir()
+    (cg / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 2\noom_kill 2\n")
+    req = jobs.request("#!/bin/bash\ntrue\n")
+    Path(req.stdout).write_text("job output\n")
+    s = sup.Supervisor(str(tmp_path / "run"), None, unit=True)
+    (tmp_path / "run").mkdir()
+    s.req, s.cgroup_dir, s.oom_base = req, str(cg), 0
+    written = {}
+    monkeypatch.setattr(s, "_write_record", lambda name, data: written.update(data))
+    s._write_exit(9, _Rusage(), time.time())  # 9: killed by SIGKILL
+    assert written["final_state"] == "OUT_OF_MEMORY"
+    assert Path(req.stdout).read_text() == (
+        "job output\n" f"slurmstepd-{req.node or os.uname().nodename.split('.')[0]}: error: Detected 2 oom_kill "
+        f"events in StepId={req.job_id}.batch. Some of the step tasks have been OOM Killed.\n")
+
+
+class _Rusage:
+    ru_maxrss, ru_utime, ru_stime = 0, 0.0, 0.0

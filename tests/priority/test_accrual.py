@@ -54,8 +54,12 @@ def test_mig_allocation_counts_its_share_and_own_type():
     snap = _snap([job], nodes=[node],
                  policy={"tres_billing_weights": "CPU=0,GRES/gpu=2.0,GRES/gpu:rtxpro6000=4.0"})
     (c,) = cycle_charges(snap, 0.0)
-    assert c.billing == pytest.approx(0.5)  # a quarter card at the generic weight, no typed weight for 1g.24gb
-    snap["policy"]["tres_billing_weights"] += ",GRES/gpu:1g.24gb=0.6"
+    # no weight for 1g.24gb: a quarter of an rtxpro6000 at that card type's weight (issue 14)
+    assert c.billing == pytest.approx(1.0)
+    snap["policy"]["tres_billing_weights"] = "CPU=0,GRES/gpu=2.0"
+    (c,) = cycle_charges(snap, 0.0)
+    assert c.billing == pytest.approx(0.5)  # no type weight either: a quarter card at the generic weight
+    snap["policy"]["tres_billing_weights"] = "CPU=0,GRES/gpu=2.0,GRES/gpu:rtxpro6000=4.0,GRES/gpu:1g.24gb=0.6"
     (c,) = cycle_charges(snap, 0.0)
     assert c.billing == pytest.approx(0.6)
     whole = _run(2, "u", per_task={"cpu": 1, "mem": 0}, allocation={"m0": {"gpus": [1], "cpus": 1}})

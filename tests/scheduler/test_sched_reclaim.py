@@ -130,7 +130,9 @@ def test_reclaimer_starts_after_its_victims():
     d = run(snap, passes=["reclaim"]).decisions
     assert d["start"] == [{"job": "r", "allocation": {"node0": {"tasks": 2, "gpus": [0, 1], "cpus": 2,
                                                                   "memory_mb": 2, "cpu_ids": [0, 1]}},
-                           "after": ["v"]}]
+                           "after": ["v"],
+                           "charge": {"tres": {"cpu": 2, "mem": 2, "node": 1, "gres/gpu:gpu": 2, "gres/gpu": 2},
+                                      "parts": [["gres/gpu:gpu", 2, "gpu", 2]]}}]
     assert d["preempt"] == [{"job": "v", "reason": "reclaim", "for": "r"}]
 
 

@@ -148,6 +148,9 @@ def test_malformed_submit_bodies(svc, raw, rule):
     ("GET", "/v1/accounting?start=abc", None, "start: must be a number"),
     ("GET", "/v1/why", None, "job: is required"),
     ("GET", "/v1/report?zero_gpu_s=x", None, "zero_gpu_s"),
+    ("GET", "/v1/report?end=later", None, "end: must be a number"),
+    ("GET", "/v1/report?month=october", None, "month: must be a month YYYY-MM"),
+    ("GET", "/v1/report?start=2026-10-01Tnoon", None, "start: must be a number"),
     ("GET", "/v1/jobs", [1], "takes no request body"),
     ("POST", "/v1/nodes/state", {"node": "vm", "action": "explode"}, "action: must be one of"),
     ("POST", "/v1/accounts/modify", {"op": "account.add", "name": "x", "priority": "high"}, "priority"),
@@ -158,6 +161,22 @@ def test_malformed_submit_bodies(svc, raw, rule):
 def test_other_routes_check_their_bodies(svc, method, target, body, rule):
     status, reply = call(svc, method, target, body)
     assert status == 400 and rule in reply["error"]["message"], reply
+
+
+def test_report_end_now_passes_the_door(svc):
+    # `batchd report --end now` sends the word; the daemon's clock decides (the door refused it)
+    status, reply = call(svc, "GET", "/v1/report?start=0&end=now", None)
+    assert status == 200 and reply["period"]["start"] == 0, reply
+
+
+def test_report_month_tz_and_dates_pass_the_door(svc):
+    # --month and --tz go as they are, dates as text: the daemon cuts them in the zone
+    status, reply = call(svc, "GET", "/v1/report?month=2026-10&tz=Europe/Berlin", None)
+    assert status == 200 and reply["period"]["tz"] == "Europe/Berlin", reply
+    status, reply = call(svc, "GET", "/v1/report?start=2026-10-01&end=2026-10-02T06:00&tz=UTC", None)
+    assert status == 200 and reply["period"]["end"] - reply["period"]["start"] == 30 * 3600, reply
+    status, reply = call(svc, "GET", "/v1/report?month=2026-10&tz=Mars/Olympus", None)
+    assert status == 400 and "unknown time zone" in reply["error"]["message"], reply
 
 
 def test_update_to_unknown_partition_or_qos_is_refused_as_slurm(svc, tmp_path):

@@ -9,14 +9,14 @@ them (node_list equal to the node's name), else their last heartbeat; and one ev
 their current state at that time (a node DOWN or drained at the upgrade counts as down
 from its registration: nothing older is known).
 
-Revision ID: 0008
-Revises: 0007
+Revision ID: 0010
+Revises: 0009
 """
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008"
-down_revision = "0007"
+revision = "0010"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 
