@@ -278,8 +278,12 @@ def _summary(rep: dict[str, Any]) -> str:
                  if "cost_with_idle" in t else "")),
              ("GPU-hours used", f"{used:,.2f} of {cap:,.2f} GPU-hours of capacity"
               + (f" ({used / cap:.1%})" if cap else ""))]
-    items.append(("Idle GPU capacity", f"{idle:,.2f} GPU-hours, worth {escape(money(rep.get('idle_cost')))} {cur} "
-                  "at the rate card, " + ("spread over accounts by quota" if spread else "not charged to any account")))
+    if rep.get("idle_gpu_hours") is None and "idle_gpu_hours" in rep:  # a non-admin's bill: not shown
+        items.append(("Idle GPU capacity", "shown to administrators only (it depends on other accounts' use)"))
+    else:
+        items.append(("Idle GPU capacity", f"{idle:,.2f} GPU-hours, worth {escape(money(rep.get('idle_cost')))} "
+                      f"{cur} at the rate card, "
+                      + ("spread over accounts by quota" if spread else "not charged to any account")))
     down = rep.get("down_gpu_hours")
     if down is not None:
         items.append(("Down or drained", f"{float(down):,.2f} GPU-hours on nodes that were down or drained "

@@ -347,3 +347,5 @@ def test_tz_and_a_non_admin_through_the_cli(daemon, store):
     assert "batchd report: error: Access/permission denied: user nobody is not a member of account vision" in (
         res.output + (res.stderr if res.stderr_bytes is not None else ""))
     assert "administrators only" in r.invoke(report_cmd, ["--month", "2026-10"]).output
+    assert "Idle GPU capacity</dt><dd>shown to administrators only" in r.invoke(
+        report_cmd, ["--month", "2026-10", "--html"]).output
