@@ -24,7 +24,8 @@ Layout (every key optional unless marked):
 
     [scheduler]   interval_s = 5, placement = "pack"|"spread", backfill = true, kill_wait_s = 30,
                   def_mem_per_cpu_mb = 1024, enforce_memory = true, node_timeout_s = 30,
-                  grace_time_s = 60, quota_reclaim_by_priority = false, passes = [...]
+                  grace_time_s = 60, quota_reclaim_by_priority = false, passes = [...],
+                  budget_recount_s = 60 (how often GrpTRESMins budgets' use is recounted)
     [priority]    the policy keys of batchd.priority (weight_age, decay_half_life_s, ...)
     [accounting]  tres_billing_weights = "CPU=1.0,Mem=0.25G,GRES/gpu=2.0", sample_interval_s = 30,
                   rollup_interval_s = 300, zero_gpu_flag_s = 3600

@@ -14,11 +14,13 @@ called by the daemon's loop); a started job's charge comes from the scheduler's 
 Re-entrant: `snapshot` (the Service calls it on API threads for sprio, sshare, `batchd why`
 and `plan --dump`) builds its bookkeeping in a `CycleBook` it then drops, and writes
 nothing shared; `cycle` passes its own book to `_decide`, `apply` and `_store_priorities`.
-The only state kept across cycles (`_bad`, `last_decisions`) is replaced by `cycle` alone.
+The only state kept across cycles (`_bad`, `last_decisions`, the budgets' use) is replaced
+whole, never changed in place.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -56,6 +58,8 @@ class Controller:
         self.last_decisions: dict[str, Any] = {}
         # pending jobs the scheduler cannot take: id -> signature of the request it refused
         self._bad: dict[int, str] = {}
+        # (time counted, the policies it was counted for, {account: {tres: minutes}}): replaced whole
+        self._budget_cache: tuple[float, str, dict[str, dict[str, float]]] | None = None
         self._once = faults.OnceLog(log)
 
     # ------------------------------------------------------------------ snapshot
@@ -144,10 +148,14 @@ class Controller:
         return d
 
     def _snapshot_rest(self, now: float, nodes: list[Any], out_jobs: list[dict[str, Any]]) -> dict[str, Any]:
+        accts = self.store.list_accounts()
+        used = self._budget_used(accts, now)
         accounts = [{"name": a.name, "parent": a.parent, "priority": a.priority, "shares": a.shares,
-                     "resources": a.resources} for a in self.store.list_accounts()]
+                     "resources": a.resources, **({"policy": a.policy} if a.policy else {}),
+                     **({"budget_used": used[a.name]} if a.name in used else {})} for a in accts]
         users = [{"name": a["user"], "account": a["account"],
-                  "shares": "parent" if a["shares"] is None else a["shares"]}
+                  "shares": "parent" if a["shares"] is None else a["shares"],
+                  **({"policy": a["policy"]} if a.get("policy") else {})}
                  for a in self.store.list_associations()]
         usage_state = self.store.get_usage_state()
         usage: dict[str, dict[str, float]] = {"accounts": {}, "users": {}}
@@ -171,6 +179,26 @@ class Controller:
         }
 
     # ------------------------------------------------------------------ cycle
+    def _budget_used(self, accts: list[Any], now: float) -> dict[str, dict[str, float]]:
+        """Budget use of the accounts with a GrpTRESMins budget (batchd.budget), counted at most
+        every `[scheduler] budget_recount_s` seconds (default BUDGET_EVERY_S) (a report over the period; the cache is replaced whole, so
+        a snapshot on an API thread reads one consistent value)."""
+        if not any((a.policy or {}).get("grp_tres_mins") for a in accts):
+            return {}
+        cached = self._budget_cache
+        every = float(self.cfg.scheduler.get("budget_recount_s", BUDGET_EVERY_S))
+        if cached is not None and now - cached[0] < every and cached[1] == _budget_key(accts):
+            return cached[2]
+        from batchd.budget import budget_used
+
+        try:
+            value = budget_used(self.store, accts, now)
+        except Exception as e:  # a budget that cannot be counted holds nothing back; logged once
+            self._once(("budget", str(e)), logging.WARNING, "budget use not counted error=%s", e)
+            return {}
+        self._budget_cache = (now, _budget_key(accts), value)
+        return value
+
     def cycle(self, now: float | None = None) -> dict[str, Any]:
         """Run one scheduling cycle and apply it; returns the decisions as a dict. Not
         re-entrant with itself: one thread (the daemon's loop) runs the cycles."""
@@ -320,6 +348,14 @@ def _preemptor_marks(snap: dict[str, Any], dec: dict[str, Any]) -> list[tuple[in
     marked = {int(j["id"]) for j in snap["jobs"] if j.get("state") == "PENDING" and j.get("preemptor")}
     return ([(jid, ("PENDING",), {"action": PREEMPTOR}) for jid in sorted(waiting - marked)]
             + [(jid, ("PENDING",), {"action": None}) for jid in sorted(marked - started)])
+
+
+#: How often (seconds) the controller recounts the budgets' use from the accounting.
+BUDGET_EVERY_S = 60.0
+
+
+def _budget_key(accts: list[Any]) -> str:
+    return json.dumps(sorted((a.name, a.parent, a.policy) for a in accts if a.policy), default=str)
 
 
 #: At most this many pending jobs are taken out of one cycle (then the cycle fails).

@@ -20,6 +20,17 @@ REASONS = {
     "AssocGrpCpuLimit": "its account is at its CPU limit",
     "AssocGrpMemLimit": "its account is at its memory limit",
     "QOSMaxGRESPerUser": "you hold as many GPUs as your QOS allows",
+    "AssocMaxJobsLimit": "you run as many jobs in this account as its MaxJobs allows",
+    "AssocMaxGRESPerJob": "it asks more GPUs than one job of this account may have (MaxTRES)",
+    "AssocMaxCpuPerJobLimit": "it asks more CPUs than one job of this account may have (MaxTRES)",
+    "AssocMaxMemPerJob": "it asks more memory than one job of this account may have (MaxTRES)",
+    "AssocGrpGRESMinutes": "its account's GPU-hour budget (GrpTRESMins) is used up for this period",
+    "AssocGrpCPUMinutesLimit": "its account's CPU-hour budget (GrpTRESMins) is used up for this period",
+    "AssocGrpMemMinutes": "its account's memory budget (GrpTRESMins) is used up for this period",
+    "AssocGrpGRESRunMinutes": "its account's running jobs may still use as many GPU-minutes as "
+                              "GrpTRESRunMins allows",
+    "AssocGrpCPURunMinutesLimit": "its account's running jobs may still use as many CPU-minutes as "
+                                  "GrpTRESRunMins allows",
     "JobArrayTaskLimit": "its array's %N throttle is reached",
     "PartitionTimeLimit": "its time limit is above the partition's maximum",
     "ReqNodeNotAvail": "the nodes it needs are down or drained",
@@ -56,6 +67,7 @@ def explain(service: Any, job_ref: str) -> dict[str, Any]:
     if planned:
         lines.append("  planned start (backfill reservation): "
                      + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(planned)))
+    lines += _budget_lines(snap, j["account"])
     share = (dec.get("fair_share") or {}).get(j["account"])
     if share:
         used = sum(len(g) for x in service.list_jobs({"accounts": j["account"], "states": "RUNNING"})["jobs"]
@@ -66,3 +78,17 @@ def explain(service: Any, job_ref: str) -> dict[str, Any]:
             lines.append(f"  account {j['account']}: fair share {fs:g} GPUs, using {used} ({side} its share"
                          + ("; its borrowed jobs may be reclaimed)" if used > fs else ")"))
     return {"job": j["id"], "lines": lines}
+
+
+def _budget_lines(snap: dict[str, Any], account: str) -> list[str]:
+    """The GPU-hour budgets that hold for `account` (its own and its ancestors'), used / limit."""
+    from batchd.budget import budget_lines
+
+    by_name = {a["name"]: a for a in snap.get("accounts") or []}
+    out, seen, name = [], set(), account
+    while name in by_name and name not in seen:
+        seen.add(name)
+        a = by_name[name]
+        out += [f"  account {name}: {line}" for line in budget_lines(a.get("policy"), a.get("budget_used"))]
+        name = a.get("parent")
+    return out

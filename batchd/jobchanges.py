@@ -148,6 +148,10 @@ class JobChanges:
             if j.state != "RUNNING":
                 errors.append({"id": j.display_id, "message": "Job is not running"})
                 continue
+            if not j.requeue:
+                # submitted --no-requeue: Slurm 22.05 refuses and the job keeps running
+                errors.append({"id": j.display_id, "message": "Requested operation is presently disabled"})
+                continue
             vals: dict[str, Any] = {"action": "requeue", "action_by": caller.uid}
             if hold:
                 # the run's end keeps `hold`; the controller words the reason from the flag

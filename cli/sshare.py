@@ -156,7 +156,10 @@ def main(argv=None):
         run_mins, order = table.tres_run_mins(snapshot, policy)
         text = table.render(rows, fields, parsable=opts.get("parsable", ""), header=not opts.get("noheader"),
                             cluster=str(snapshot.get("cluster") or "cluster"), run_mins=run_mins,
-                            tres_order=order, tres_raw=table.tres_raw_mins(snapshot, order))
+                            tres_order=order, tres_raw=table.tres_raw_mins(snapshot, order),
+                            grp_mins={str(a.get("name")): a["policy"]["grp_tres_mins"]
+                                      for a in snapshot.get("accounts") or []
+                                      if isinstance(a.get("policy"), dict) and a["policy"].get("grp_tres_mins")})
     except ValueError as e:
         _error(str(e))
     sys.stdout.write(text)

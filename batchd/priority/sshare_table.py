@@ -12,8 +12,8 @@ case-insensitive prefix (first field in that list wins) and take ``%WIDTH``
 (truncated), unset values blank; text longer than its column is cut with a final
 ``+``. Parsable output puts ``|`` after every field (``-P``: not after the last).
 The Account column indents one space per printed ancestor; a user row shows its
-account, one level deeper. ``GrpTRESMins`` is blank (batchd has no TRES-minute
-limits); ``GrpTRESRaw`` shows the decayed per-TRES usage in minutes from the
+account, one level deeper. ``GrpTRESMins`` is an account's GPU-hour (TRES-minute)
+budget (its policy's ``grp_tres_mins``, batchd.assocpolicy); ``GrpTRESRaw`` shows the decayed per-TRES usage in minutes from the
 snapshot's optional ``usage["tres"]`` (``{"account/user": {tres: seconds}}``, summed up
 the tree), else only ``billing`` = RawUsage / 60; ``TRESRunMins`` the TRES x
 remaining minutes of the running jobs below the row.
@@ -115,11 +115,13 @@ def _cell(kind: str, value: object, width: int, parsable: bool) -> str:
 
 def render(rows: list[ShareRow], fields: list[tuple[str, int, str]], *, parsable: str = "",
            header: bool = True, cluster: str = "cluster", run_mins: dict[str, dict[str, float]] | None = None,
-           tres_order: list[str] | None = None, tres_raw: dict[str, dict[str, float]] | None = None) -> str:
+           tres_order: list[str] | None = None, tres_raw: dict[str, dict[str, float]] | None = None,
+           grp_mins: dict[str, dict[str, float]] | None = None) -> str:
     """The table as text (lines end with newline). ``parsable``: "" (aligned),
     "p" (``|`` after each field) or "P" (not after the last). ``run_mins`` maps a row
     key ("account" or "account/user") to its TRESRunMins, ``tres_raw`` to its
-    GrpTRESRaw (minutes)."""
+    GrpTRESRaw (minutes); ``grp_mins`` maps an account to its GrpTRESMins budget (an
+    account row's policy ``grp_tres_mins``; user rows show none, as Slurm's)."""
     order = tres_order or []
     lines = []
 
@@ -166,7 +168,10 @@ def render(rows: list[ShareRow], fields: list[tuple[str, int, str]], *, parsable
                 val = r.fairshare
             elif name == "LevelFS":
                 val = r.level_fs
-            elif name in ("GrpTRESMins", "Partition", "ID"):
+            elif name == "GrpTRESMins":
+                budget = (grp_mins or {}).get(r.account) if r.user is None else None
+                val = _tres_string(budget, order) if budget else None
+            elif name in ("Partition", "ID"):
                 val = None
             elif name == "GrpTRESRaw":
                 key = r.account if r.user is None else f"{r.account}/{r.user}"

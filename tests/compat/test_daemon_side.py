@@ -138,6 +138,19 @@ def _running(svc: Service, ctl: Controller, tmp_path: Path) -> int:
     return jid
 
 
+def test_requeue_of_a_no_requeue_job_is_refused_as_slurm(cluster, tmp_path):
+    # Slurm 22.05 (peer, 2026-12-04): `sbatch --no-requeue`, then `scontrol requeue N` ->
+    # "Requested operation is presently disabled for job N", exit 1, the job still RUNNING
+    svc, ctl, store = cluster
+    jid = int(svc.submit(ME, spec(tmp_path, requeue=False))["job_id"])
+    ctl.cycle()
+    assert view(svc, jid)["state"] == "RUNNING"
+    reply = svc.requeue(ME, [str(jid)])
+    assert reply == {"done": [], "errors": [{"id": str(jid), "message": "Requested operation is presently disabled"}]}
+    job = store.get_job(jid)
+    assert job is not None and job.state == "RUNNING" and job.action is None
+
+
 def test_requeuehold_keeps_the_job_held_until_released(cluster, tmp_path):
     svc, ctl, store = cluster
     jid = _running(svc, ctl, tmp_path)
