@@ -301,6 +301,8 @@ def node_views(nodes: list[Node], running: list[Job], cfg: Config) -> dict[str, 
         idx = sorted(int(str(g).split(":")[0]) for g in u["gpus"])
         gres_used = f"gpu:{gtype}:{len(idx)}(IDX:{_ranges(idx) if idx else 'N/A'})" if total_gpus else "(null)"
         out.append({"name": n.name, "state": state, "reason": n.reason, "cpus": n.cpus,
+                    **({"reason_user": _user_name(n.reason_uid), "reason_time": n.reason_time}
+                       if n.reason and n.reason_uid is not None else {}),
                     "cpus_alloc": u["cpus"], "memory_mb": n.memory_mb, "memory_alloc_mb": u["mem"],
                     "gres": gres, "gres_used": gres_used,
                     "partitions": [p.name for p in cfg.partitions if n.name in p.nodes],
@@ -320,3 +322,13 @@ def _gpu_total(gpus: list[Any]) -> tuple[int, str]:
             total += 1
         gtype = g.get("type", gtype)
     return total, gtype
+
+
+def _user_name(uid: int) -> str:
+    """A uid's login name (sinfo -R USER), the number where the system has no such user."""
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
