@@ -137,6 +137,12 @@ def footer(rep: dict[str, Any]) -> list[str]:
     if rep.get("down_gpu_hours"):
         lines.append(f"Down or drained: {rep['down_gpu_hours']:,.2f} GPU-hours ({rep.get('down_cost', '0.00')} "
                      f"{cur} at GPU prices), not counted as idle")
+    for b in rep.get("budgets") or []:
+        unit = "GPU-hours" if b["tres"].startswith("gres/gpu") else f"{b['tres']}-hours"
+        lines.append(f"Budget {b['account']} {b['tres']}: {b['used_minutes'] / 60:,.1f} of "
+                     f"{b['limit_minutes'] / 60:,.1f} {unit} used this {b['period']}"
+                     + (" (used up: new jobs pend AssocGrpGRESMinutes)" if b["exhausted"] else
+                        f" ({b['used_pct']}%)" if b["used_pct"] is not None else ""))
     if rep.get("running_included"):
         lines.append(f"Includes {rep['running_included']} running job(s) or runs not yet rolled up, to now")
     if rep["reconciled"]:
