@@ -167,6 +167,8 @@ class Controller:
         }
         if r.get("exclusive"):
             d["exclusive"] = True
+        if r.get("time_limit_admin"):
+            d["time_limit_admin"] = True  # may exceed the partition's MaxTime (scheduler/limits.py)
         if j.array_job_id is not None and r.get("array_max_running"):
             # the %N throttle counts the tasks this cycle starts too (the scheduler's check)
             d["array_job_id"] = j.array_job_id
@@ -204,8 +206,8 @@ class Controller:
             "policy": {**self.cfg.scheduler, **self.cfg.priority,
                        "tres_billing_weights": self.cfg.tres_billing_weights},
             "cluster": self.cfg.cluster_name,
-            "partitions": [{"name": p.name, "default": p.default, "priority_job_factor": p.priority_job_factor}
-                           for p in self.cfg.partitions],
+            "partitions": [{"name": p.name, "default": p.default, "priority_job_factor": p.priority_job_factor,
+                            "max_time_s": p.max_time_s} for p in self.cfg.partitions],
             "nodes": [{"name": n.name, "cpus": n.cpus, "memory_mb": n.memory_mb,
                        "state": n.state, "gpus": n.gpus,
                        "shards": self.cfg.shard_per_gpu * whole_cards(n.gpus)} for n in nodes],
