@@ -156,7 +156,22 @@ class JobChanges:
         self.wake()
         return {"done": done, "errors": errors}
 
+    def _may_set_limit(self, j: Job, new: int) -> bool:
+        """Whether a user who is not an administrator may give job `j` the time limit `new`
+        (seconds, -1 UNLIMITED), as Slurm 22.05 decides (tests/compat/test_time_limits.py):
+        the same or a lower limit always; a higher one only while the job pends and only up
+        to its partition's MaxTime."""
+        old = _limit_key(j.time_limit_s)
+        if _limit_key(new) <= old:
+            return True
+        part = next((p for p in self.cfg.partitions if p.name == j.partition), None)
+        return j.state == "PENDING" and part is not None and _limit_key(new) <= _limit_key(part.max_time_s)
+
     def update(self, caller: Caller, ids: list[str], changes: dict[str, Any]) -> dict[str, Any]:
+        """scontrol update JobId=...: time limit, nice, account, name, comment, partition,
+        QOS, begin time. A time limit an administrator sets may exceed the partition's
+        MaxTime (the job's request keeps `time_limit_admin`); a new limit of a running job
+        reaches its supervisor through the node agent (`batchd.agent`)."""
         allowed = {"time_limit_s", "nice", "account", "name", "comment", "partition", "qos", "begin_time"}
         bad = set(changes) - allowed
         if bad:
@@ -172,11 +187,12 @@ class JobChanges:
             if j.state != "PENDING" and set(vals) & {"account", "partition", "qos", "begin_time"}:
                 errors.append({"id": j.display_id, "message": "Job is no longer pending execution"})
                 continue
-            if "time_limit_s" in vals and not admin and j.time_limit_s not in (None, -1):
-                new = int(vals["time_limit_s"])
-                if new == -1 or new > j.time_limit_s:
+            if "time_limit_s" in vals:
+                if not admin and not self._may_set_limit(j, int(vals["time_limit_s"])):
                     errors.append({"id": j.display_id, "message": "Access/permission denied"})
                     continue
+                if admin:  # Slurm's ADMIN_SET_LIMIT: it may exceed the partition's MaxTime
+                    vals["request"] = {**j.request, "time_limit_admin": True}
             if "account" in vals:
                 info = self.cluster_info(j.user)
                 if vals["account"] not in info["user_accounts"]:
@@ -201,6 +217,12 @@ class JobChanges:
             if self.store.update_job(j.id, tuple(ACTIVE_STATES), **vals):
                 done.append(j.display_id)
                 if caller.uid != j.uid:
-                    self.store.audit(caller.uid, "job.update", {"job": j.id, "changes": vals})
+                    self.store.audit(caller.uid, "job.update", {"job": j.id, "changes": {
+                        k: v for k, v in vals.items() if k != "request"}})
         self.wake()
         return {"done": done, "errors": errors}
+
+
+def _limit_key(limit_s: int | None) -> float:
+    """A time limit for comparison: None and -1 (UNLIMITED) above every number."""
+    return float("inf") if limit_s is None or limit_s < 0 else float(limit_s)
