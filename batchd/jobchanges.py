@@ -52,7 +52,9 @@ class JobChanges:
                 continue
             for j in found:
                 if not self._may_modify(caller, j):
-                    errors.append({"id": raw, "message": "Access/permission denied"})
+                    # Slurm's words: update_job's ESLURM_USER_ID_MISSING, the others' ACCESS_DENIED
+                    errors.append({"id": raw, "message": "Invalid user id" if verb == "update"
+                                   else "Access/permission denied"})
                 else:
                     jobs.append(j)
         return jobs, errors
