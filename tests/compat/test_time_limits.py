@@ -182,3 +182,63 @@ def test_administrator_may_raise_a_running_job(cluster):
     assert svc.update(ROOT, ["7"], {"time_limit_s": 2 * HOUR})["errors"] == []
     j = store.get_job(7)
     assert (j.time_limit_s, j.request.get("time_limit_admin")) == (2 * HOUR, True)
+
+
+# ---------------------------------------------------------------------- no -t, no DefaultTime
+def _acct(svc: Service, jid: int) -> dict:
+    (row,) = [r for r in svc.accounting(ROOT, {"ids": str(jid)})["records"] if r["job_id"] == str(jid)]
+    return row
+
+
+@pytest.mark.parametrize("partition, max_time_s, shown, raw, text", [
+    ("gpu", -1, -1, "UNLIMITED", "UNLIMITED"),
+    ("tlmax", 30 * 60, 30 * 60, "30", "00:30:00"),
+], ids=["gpu-unlimited", "max-time-only"])
+def test_no_limit_until_start_then_the_partitions_max_time(cluster, tmp_path, partition, max_time_s, shown, raw,
+                                                           text):
+    """Slurm keeps NO_VAL until the job starts: scontrol and squeue show the partition's
+    MaxTime, sacct Partition_Limit; at start the job gets MaxTime (recorded: gpu, and a
+    partition tlmax with MaxTime=30 and no DefaultTime)."""
+    from batchd.cli.sacct_fields import field_value
+    from batchd.config import PartitionConfig
+
+    svc, ctl, store = cluster
+    svc.cfg.partitions.append(PartitionConfig(name="tlmax", nodes=["vm"], max_time_s=30 * 60))
+    jid = submit(svc, tmp_path, partition=partition, hold=True)
+    assert store.get_job(jid).time_limit_s is None
+    assert view(svc, jid)["time_limit_s"] == shown
+    row = _acct(svc, jid)
+    assert (field_value(row, "TimelimitRaw"), field_value(row, "Timelimit")) == ("Partition_Limit",) * 2
+    svc.hold(ROOT, [str(jid)], release=True)
+    ctl.cycle()
+    assert (store.get_job(jid).state, store.get_job(jid).time_limit_s) == ("RUNNING", shown)
+    row = _acct(svc, jid)
+    assert (field_value(row, "TimelimitRaw"), field_value(row, "Timelimit")) == (raw, text)
+
+
+def test_a_job_without_limit_is_not_over_max_time(cluster, tmp_path):
+    """NO_VAL is no limit above MaxTime: the job runs (its limit becomes MaxTime)."""
+    from batchd.config import PartitionConfig
+
+    svc, ctl, store = cluster
+    svc.cfg.partitions.append(PartitionConfig(name="tlmax", nodes=["vm"], max_time_s=30 * 60))
+    jid = submit(svc, tmp_path, partition="tlmax")
+    ctl.cycle()
+    assert view(svc, jid)["state"] == "RUNNING"
+
+
+def test_requeue_gives_a_partition_limit_back(cluster, tmp_path):
+    """slurm-reference 30_requeue: a gpu job without -t, requeued, shows Partition_Limit in
+    sacct again while it pends; a limit of its own stays."""
+    from batchd.runs import end_run
+
+    svc, ctl, store = cluster
+    plain, own = submit(svc, tmp_path), submit(svc, tmp_path, time_limit_s=600)
+    ctl.cycle()
+    for jid, limit in ((plain, -1), (own, 600)):
+        j = store.get_job(jid)
+        assert (j.state, j.time_limit_s) == ("RUNNING", limit)
+        end_run(store, j, "REQUEUED", 0, 0, j.start_time, time.time(), None, 0)
+    assert (store.get_job(plain).state, store.get_job(plain).time_limit_s) == ("PENDING", None)
+    assert view(svc, plain)["time_limit_s"] == -1  # scontrol: UNLIMITED, as recorded
+    assert store.get_job(own).time_limit_s == 600

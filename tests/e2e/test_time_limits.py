@@ -54,6 +54,13 @@ def test_a_job_without_time_takes_the_partition_default(cluster):
     assert cluster.run("squeue", "-h", "-j", str(gpu), "-o", "%l").stdout == "UNLIMITED\n"
     assert "TimeLimit=00:10:00" in _show(cluster, short)
     assert "TimeLimit=UNLIMITED" in _show(cluster, gpu)
+    sacct = ("sacct", "-X", "-n", "-P", "-o", "TimelimitRaw,Timelimit", "-j")
+    assert cluster.run(*sacct, str(short)).stdout == "10|00:10:00\n"
+    # no limit of its own until it starts (Slurm's NO_VAL), then the partition's MaxTime
+    assert cluster.run(*sacct, str(gpu)).stdout == "Partition_Limit|Partition_Limit\n"
+    cluster.run("scontrol", "release", str(gpu))
+    cluster.wait(gpu, ("COMPLETED",))
+    assert cluster.run(*sacct, str(gpu)).stdout == "UNLIMITED|UNLIMITED\n"
 
 
 def test_lowered_limit_of_a_running_job_reaches_its_supervisor(cluster):
