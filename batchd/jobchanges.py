@@ -178,6 +178,11 @@ class JobChanges:
         bad = set(changes) - allowed
         if bad:
             raise InvalidRequest(f"Update of {sorted(bad)[0]} is not supported")
+        tl = changes.get("time_limit_s", -1)
+        if type(tl) is not int or (tl < 1 and tl != -1):
+            # api.py's wire check refuses it first; this guards direct callers: a zero or
+            # negative limit must never reach a supervisor, which reads it as "none"
+            raise InvalidRequest(f"time_limit_s: must be an integer >= 1 or -1 (UNLIMITED) (got {tl!r})")
         jobs, errors = self._owned(caller, ids, "update")
         admin = self.is_admin(caller)
         done = []

@@ -242,3 +242,14 @@ def test_requeue_gives_a_partition_limit_back(cluster, tmp_path):
     assert (store.get_job(plain).state, store.get_job(plain).time_limit_s) == ("PENDING", None)
     assert view(svc, plain)["time_limit_s"] == -1  # scontrol: UNLIMITED, as recorded
     assert store.get_job(own).time_limit_s == 600
+
+
+@pytest.mark.parametrize("bad", [0, -5, "60", 1.5, None])
+def test_service_refuses_a_zero_or_negative_limit_from_a_direct_caller(cluster, bad):
+    from batchd.errors import InvalidRequest
+
+    svc, _ctl, store = cluster
+    _user_job(store, 7, "RUNNING", "gpu", 600)
+    with pytest.raises(InvalidRequest, match="time_limit_s"):
+        svc.update(ROOT, ["7"], {"time_limit_s": bad})
+    assert store.get_job(7).time_limit_s == 600

@@ -3,7 +3,7 @@ and the backfill plan changed, the job ran on to its old limit; `launcher.set_ti
 called by nothing). The node agent compares the store's limit with the one the run's
 supervisor has (its launch request's, at first sight) and sends a change once; the
 supervisor re-arms the limit from the run's start. Limits here are seconds, set in the store
-directly (the CLI's unit is the minute: tests/e2e/test_time_limits.py goes through it)."""
+directly (the CLI's unit is the minute: tests/e2e/test_time_limits_e2e.py goes through it)."""
 
 import os
 import time

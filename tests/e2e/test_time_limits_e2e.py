@@ -110,3 +110,22 @@ def test_a_user_may_only_lower_a_running_jobs_limit(cluster, user):
     assert (r.returncode, r.stderr) == (1, f"Invalid user id for job {root_job}\n")
     assert cluster.run("scontrol", "update", f"JobId={jid}", "TimeLimit=30").returncode == 0  # root may
     assert "TimeLimit=00:30:00" in _show(cluster, jid)
+
+
+def test_zero_or_negative_limits_are_refused_at_the_door(cluster, tmp_path):
+    """`sbatch -t 0` is UNLIMITED (Slurm's reading, recorded); a raw 0 or -5 on the socket is a
+    400 naming the field, never a job without a limit."""
+    from batchd.cli.client import DaemonError
+
+    jid = cluster.submit("-H", "-t", "0", "--wrap", "true")
+    assert "TimeLimit=UNLIMITED" in _show(cluster, jid)
+    os.environ["BATCHD_SOCKET"] = cluster.sock
+    spec = {"script": "#!/bin/sh\ntrue\n", "workdir": str(cluster.root), "environment": {}, "argv": []}
+    for bad in (0, -5):
+        with pytest.raises(DaemonError) as e:
+            request("POST", "/v1/jobs", {"spec": {**spec, "time_limit_s": bad}})
+        assert e.value.status == 400 and e.value.message.startswith("spec.time_limit_s"), e.value.message
+        with pytest.raises(DaemonError) as e:
+            request("POST", "/v1/jobs/update", {"ids": [str(jid)], "changes": {"time_limit_s": bad}})
+        assert e.value.status == 400 and e.value.message.startswith("changes.time_limit_s"), e.value.message
+    assert [j["id"] for j in request("GET", "/v1/jobs", query={"all": "1"})["jobs"]] == [jid]
