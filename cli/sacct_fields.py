@@ -22,7 +22,7 @@ FIELD_WIDTHS = {
     "ReqCPUS": 8, "ReqMem": 10, "ReqNodes": 8, "ReqTRES": 10, "Reservation": 20,
     "ReservationId": 20, "Reserved": 10, "ResvCPU": 10, "ResvCPURAW": 10, "Start": 19, "State": 10,
     "Submit": 19, "SubmitLine": 20, "Suspended": 10, "SystemComment": 15, "SystemCPU": 10,
-    "Timelimit": 10, "TimelimitRaw": 12, "TotalCPU": 10, "TRESUsageInAve": 14,
+    "Timelimit": 10, "TimelimitRaw": 10, "TotalCPU": 10, "TRESUsageInAve": 14,
     "TRESUsageInMax": 14, "TRESUsageInMaxNode": 18, "TRESUsageInMaxTask": 18,
     "TRESUsageInMin": 14, "TRESUsageInMinNode": 18, "TRESUsageInMinTask": 18,
     "TRESUsageInTot": 14, "TRESUsageOutAve": 15, "TRESUsageOutMax": 15,

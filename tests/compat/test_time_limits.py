@@ -253,3 +253,24 @@ def test_service_refuses_a_zero_or_negative_limit_from_a_direct_caller(cluster, 
     with pytest.raises(InvalidRequest, match="time_limit_s"):
         svc.update(ROOT, ["7"], {"time_limit_s": bad})
     assert store.get_job(7).time_limit_s == 600
+
+
+def test_sacct_columns_as_recorded():
+    """`sacct -j 12,13,... -X -o JobID,Partition,State,TimelimitRaw,Timelimit` on the peer: a
+    long header is cut to its width (TimelimitR), a long value ends in '+'."""
+    from batchd.cli.sacct import parse_fields, render_table
+
+    rows = [{"job_id": "12", "partition": "debug", "state": "PENDING", "time_limit_s": 600},
+            {"job_id": "13", "partition": "gpu", "state": "PENDING", "time_limit_s": None},
+            {"job_id": "14", "partition": "debug", "state": "PENDING", "time_limit_s": -1},
+            {"job_id": "19", "partition": "gpu", "state": "PENDING", "time_limit_s": 8 * 86400},
+            {"job_id": "21", "partition": "gpu", "state": "COMPLETED", "time_limit_s": 4294960097 * 60}]
+    fields = parse_fields("JobID,Partition,State,TimelimitRaw,Timelimit")
+    assert render_table(rows, fields) == [
+        "JobID         Partition      State TimelimitR  Timelimit ",
+        "------------ ---------- ---------- ---------- ---------- ",
+        "12                debug    PENDING         10   00:10:00 ",
+        "13                  gpu    PENDING Partition+ Partition+ ",
+        "14                debug    PENDING  UNLIMITED  UNLIMITED ",
+        "19                  gpu    PENDING      11520 8-00:00:00 ",
+        "21                  gpu  COMPLETED 4294960097 2982611-0+ "]
