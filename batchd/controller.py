@@ -334,9 +334,6 @@ class Controller:
                 # Slurm's select_nodes: a job without a limit gets its partition's MaxTime
                 tl = entry.get("time_limit_s")
                 start_vals["time_limit_s"] = -1 if tl is None else int(tl)
-                job = self._jobs_by_id.get(int(st["job"]))
-                if job is not None:  # a requeue gives the limit back (batchd.runs), as Slurm's does
-                    start_vals["request"] = {**job.request, "time_limit_partition": True}
             changes.append((int(st["job"]), ("PENDING",), start_vals))
             started.append(st["job"])
         for pre in dec.get("preempt", []):

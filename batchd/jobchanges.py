@@ -198,8 +198,10 @@ class JobChanges:
                 if not admin and not self._may_set_limit(j, int(vals["time_limit_s"])):
                     errors.append({"id": j.display_id, "message": "Access/permission denied"})
                     continue
-                if admin:  # Slurm's ADMIN_SET_LIMIT: it may exceed the partition's MaxTime
-                    vals["request"] = {**j.request, "time_limit_admin": True}
+                # the limit is the job's own now (no partition limit a requeue gives back); an
+                # administrator's is Slurm's ADMIN_SET_LIMIT: it may exceed the partition's MaxTime
+                req = {k: v for k, v in j.request.items() if k != "time_limit_partition"}
+                vals["request"] = {**req, "time_limit_admin": True} if admin else req
             if "account" in vals:
                 info = self.cluster_info(j.user)
                 if vals["account"] not in info["user_accounts"]:

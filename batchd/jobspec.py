@@ -33,7 +33,9 @@ Result (all counts per task unless named otherwise)::
      "tres_req": str (scontrol order, e.g. "cpu=1,mem=1G,node=1,billing=5,gres/gpu=2"),
      "tres_req_dict": {tres: total}, "billing": float,
      "begin_time", "hold", "nice", "requeue", "array_task_ids": [int] | None,
-     "array_max_running": int | None, "dependency": parsed (batchd.dependency) | None}
+     "array_max_running": int | None, "dependency": parsed (batchd.dependency) | None,
+     "time_limit_partition": True only when time_limit_s is None (the partition's limit: a
+     requeue gives it back, batchd.runs)}
 
 Per-task GPU counts may be fractional when a per-node request (`--gres`,
 `--gpus-per-node`) or a job total (`--gpus`) does not divide evenly among the tasks;
@@ -325,4 +327,5 @@ def resolve(spec: dict, cluster: dict, user: str, uid: int,
         "begin_time": spec.get("begin_time"), "hold": bool(spec.get("hold")),
         "nice": int(spec.get("nice") or 0), "requeue": requeue,
         "array_task_ids": task_ids, "array_max_running": max_running, "dependency": dep,
+        **({"time_limit_partition": True} if time_limit_s is None else {}),
     }

@@ -274,3 +274,16 @@ def test_sacct_columns_as_recorded():
         "14                debug    PENDING  UNLIMITED  UNLIMITED ",
         "19                  gpu    PENDING      11520 8-00:00:00 ",
         "21                  gpu  COMPLETED 4294960097 2982611-0+ "]
+
+
+def test_an_updated_limit_is_the_jobs_own_through_a_requeue(cluster, tmp_path):
+    from batchd.runs import end_run
+
+    svc, ctl, store = cluster
+    jid = submit(svc, tmp_path)
+    assert store.get_job(jid).request.get("time_limit_partition") is True
+    assert svc.update(ROOT, [str(jid)], {"time_limit_s": 1200})["errors"] == []
+    ctl.cycle()
+    j = store.get_job(jid)
+    end_run(store, j, "REQUEUED", 0, 0, j.start_time, time.time(), None, 0)
+    assert (store.get_job(jid).state, store.get_job(jid).time_limit_s) == ("PENDING", 1200)
