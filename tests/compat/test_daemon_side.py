@@ -138,6 +138,20 @@ def _running(svc: Service, ctl: Controller, tmp_path: Path) -> int:
     return jid
 
 
+@pytest.mark.parametrize("sig", [9, 10, 11])
+def test_a_batch_shell_ended_by_a_signal_is_a_cancelled_step(cluster, tmp_path, sig):
+    # Slurm 22.05 (peer, 2026-12-04): `sbatch --wrap 'kill -KILL $$'` (and -USR1, -SEGV) ->
+    # sacct: N FAILED 0:SIG, N.batch CANCELLED 0:SIG (batchd had FAILED for SIGKILL)
+    svc, ctl, store = cluster
+    jid = _running(svc, ctl, tmp_path)
+    job = store.get_job(jid)
+    assert job is not None
+    end_run(store, job, "FAILED", 0, sig, job.start_time or time.time(), time.time(), None, job.restarts)
+    rows = {r["job_id"]: r for r in svc.accounting(ME, {"ids": str(jid)})["records"]}
+    assert (rows[str(jid)]["state"], rows[str(jid)]["exit_code"]) == ("FAILED", f"0:{sig}")
+    assert (rows[f"{jid}.batch"]["state"], rows[f"{jid}.batch"]["exit_code"]) == ("CANCELLED", f"0:{sig}")
+
+
 def test_requeue_of_a_no_requeue_job_is_refused_as_slurm(cluster, tmp_path):
     # Slurm 22.05 (peer, 2026-12-04): `sbatch --no-requeue`, then `scontrol requeue N` ->
     # "Requested operation is presently disabled for job N", exit 1, the job still RUNNING
