@@ -8,6 +8,8 @@ import datetime as _dt
 import io
 from typing import Any
 
+from batchd.gres import is_profile
+
 LABELS = {"account": "Account", "user": "User", "gpu_type": "GPU type", "node": "Node"}
 # the percentages: the table and HTML print "83.3%" under these headers, the CSV the
 # plain number under "<header> (%)"
@@ -55,7 +57,8 @@ def columns(rep: dict[str, Any]) -> list[tuple[str, str]]:
     cols.append(("gpu_hours", "GPU-h"))
     types = gpu_types(rep)
     if len(types) > 1:
-        cols += [(f"gpuh:{t}", f"GPU-h {t}") for t in types]
+        # a MIG profile's figure counts instance-hours (its card share is in GPU-h): say so
+        cols += [(f"gpuh:{t}", f"Inst-h {t}" if is_profile(t) else f"GPU-h {t}") for t in types]
     cols += [("cpu_hours", "CPU-h"), ("billing", "Billing-h"), ("cost", f"Cost {cur}".strip())]
     first = rep["rows"][0] if rep["rows"] else {}
     if any("quota_gpu_hours" in r for r in rep["rows"]):
