@@ -68,6 +68,25 @@ def _reject(message: str, code: str = "SubmitRejected") -> SubmitError:
     return SubmitError(message, exit_code=1, code=code)
 
 
+def _check_node_names(spec: dict, cluster: dict) -> None:
+    """`-w`/`-x` naming a node the cluster does not have: Slurm 22.05 refuses the job with
+    `Invalid node name specified` (recorded from the peer for `-w gpu09`, `-x gpu09` and
+    `-w vm,gpu09`); a list that does not parse is refused the same way."""
+    from batchd.hostlist import expand
+
+    known = {n["name"] for n in cluster.get("nodes") or []}
+    limit = int(cluster.get("max_hostlist_names", 10000))
+    for key in ("nodelist", "exclude"):
+        if not spec.get(key):
+            continue
+        try:
+            names = expand(str(spec[key]), limit)
+        except ValueError:
+            raise _reject("Invalid node name specified", "InvalidNodeName") from None
+        if any(n not in known for n in names):
+            raise _reject("Invalid node name specified", "InvalidNodeName")
+
+
 def _partition(spec: dict, cluster: dict) -> dict:
     parts = cluster.get("partitions") or []
     want = spec.get("partition")
@@ -238,6 +257,7 @@ def resolve(spec: dict, cluster: dict, user: str, uid: int,
     (see `batchd.dependency.evaluate`), when given, lets `afterok`/`afternotok` on an
     unknown job be refused as Slurm does."""
     part = _partition(spec, cluster)
+    _check_node_names(spec, cluster)
     account = _account(spec, cluster)
     qos = _qos(spec, cluster)
     qos_rec = (cluster.get("qos") or {}).get(qos) or {}

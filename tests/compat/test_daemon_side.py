@@ -138,6 +138,20 @@ def _running(svc: Service, ctl: Controller, tmp_path: Path) -> int:
     return jid
 
 
+@pytest.mark.parametrize("key, value", [("nodelist", "gpu09"), ("exclude", "gpu09"), ("nodelist", "vm,gpu09"),
+                                        ("nodelist", "vm[")])
+def test_unknown_node_names_are_refused_as_slurm(cluster, tmp_path, key, value):
+    # Slurm 22.05 (peer, 2026-12-04): `sbatch -w gpu09`, `-x gpu09`, `-w vm,gpu09` ->
+    # "Batch job submission failed: Invalid node name specified", exit 1 (batchd accepted
+    # the job, which then pended forever); nothing is stored
+    svc, _ctl, store = cluster
+    known = svc.cluster_info("root")["nodes"][0]["name"]
+    with pytest.raises(SubmitError, match="^Invalid node name specified$"):
+        submit(svc, tmp_path, **{key: value.replace("vm", known)})
+    assert store.list_jobs() == []
+    assert submit(svc, tmp_path, nodelist=known) > 0
+
+
 @pytest.mark.parametrize("sig", [9, 10, 11])
 def test_a_batch_shell_ended_by_a_signal_is_a_cancelled_step(cluster, tmp_path, sig):
     # Slurm 22.05 (peer, 2026-12-04): `sbatch --wrap 'kill -KILL $$'` (and -USR1, -SEGV) ->
