@@ -258,6 +258,11 @@ def resolve(spec: dict, cluster: dict, user: str, uid: int,
     unknown job be refused as Slurm does."""
     part = _partition(spec, cluster)
     _check_node_names(spec, cluster)
+    # batchd has no reservations and no licenses: any name is unknown (Slurm 22.05's words)
+    if spec.get("reservation"):
+        raise _reject("Requested reservation is invalid", "InvalidReservation")
+    if spec.get("licenses"):
+        raise _reject("Invalid license specification", "InvalidLicense")
     account = _account(spec, cluster)
     qos = _qos(spec, cluster)
     qos_rec = (cluster.get("qos") or {}).get(qos) or {}

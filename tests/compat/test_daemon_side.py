@@ -152,6 +152,18 @@ def test_unknown_node_names_are_refused_as_slurm(cluster, tmp_path, key, value):
     assert submit(svc, tmp_path, nodelist=known) > 0
 
 
+@pytest.mark.parametrize("key, value, message", [("reservation", "foo", "Requested reservation is invalid"),
+                                                 ("licenses", "foo:1", "Invalid license specification")])
+def test_reservations_and_licenses_are_refused_as_slurm(cluster, tmp_path, key, value, message):
+    # Slurm 22.05 (peer): `sbatch --reservation=foo` -> "Batch job submission failed: Requested
+    # reservation is invalid"; `-L foo:1` -> "... Invalid license specification" (exit 1);
+    # batchd has neither, so every name is unknown (it accepted and ignored them)
+    svc, _ctl, store = cluster
+    with pytest.raises(SubmitError, match=f"^{message}$"):
+        submit(svc, tmp_path, **{key: value})
+    assert store.list_jobs() == []
+
+
 @pytest.mark.parametrize("sig", [9, 10, 11])
 def test_a_batch_shell_ended_by_a_signal_is_a_cancelled_step(cluster, tmp_path, sig):
     # Slurm 22.05 (peer, 2026-12-04): `sbatch --wrap 'kill -KILL $$'` (and -USR1, -SEGV) ->
