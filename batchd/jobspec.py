@@ -64,8 +64,8 @@ NODE_CONFIG = "Requested node configuration is not available"
 GRES_INVALID = "Invalid generic resource (gres) specification"
 
 
-def _reject(message: str, code: str = "SubmitRejected") -> SubmitError:
-    return SubmitError(message, exit_code=1, code=code)
+def _reject(message: str, code: str = "SubmitRejected", detail: str | None = None) -> SubmitError:
+    return SubmitError(message, exit_code=1, code=code, detail=detail)
 
 
 def _check_node_names(spec: dict, cluster: dict) -> None:
@@ -214,6 +214,33 @@ def _time(spec: dict, part: dict, qos_rec: dict) -> tuple[int | None, int | None
     return (None if t is None else int(t)), tmin
 
 
+def _no_fit_detail(nodes: list[dict], per_task: dict[str, float], per_node_tasks: int, part: str) -> str | None:
+    """batchd's explanation of a request no node of partition `part` can hold: the GPU type
+    that no node offers (and the types there are), or the most GPUs or CPUs one node has;
+    None when neither is the cause."""
+    caps = [(nd["name"], node_gpu_capacity(nd), nd.get("cpus", 0)) for nd in nodes]
+    for key, need in per_task.items():
+        if not key.startswith("gres/gpu") or need <= 0:
+            continue
+        per_node = need * per_node_tasks
+        have = [(c.get(key, 0), name) for name, c, _cpus in caps]
+        if key != "gres/gpu" and not any(h for h, _n in have):
+            types = sorted({k[9:] for _n, c, _cpus in caps for k in c if k.startswith("gres/gpu:")})
+            return (f"no node of partition {part} offers {key}; GPU types there: "
+                    f"{', '.join(types) if types else 'none'}")
+        best, where = max(have, default=(0, ""))
+        if best < per_node:
+            total = sum(h for h, _n in have)
+            what = key if key != "gres/gpu" else "GPUs"
+            return (f"{per_node:g} {what} on one node asked; the most on one node of partition {part} is "
+                    f"{best:g} ({where}), {total:g} in the partition")
+    cpus = per_task.get("cpu", 0) * per_node_tasks
+    best_cpu, where = max(((c, name) for name, _c, c in caps), default=(0, ""))
+    if cpus > best_cpu:
+        return f"{cpus:g} CPUs on one node asked; the most on one node of partition {part} is {best_cpu} ({where})"
+    return None
+
+
 def _fit(nodes: list[dict], per_task: dict[str, float], mem_node: int | None, tasks: int,
          n_nodes: int | None, tasks_per_node: int | None) -> bool:
     """Whether the partition's nodes could ever hold the job (ignoring what runs now)."""
@@ -306,10 +333,13 @@ def resolve(spec: dict, cluster: dict, user: str, uid: int,
         if gpu_per_task * per_node_tasks > shards:
             raise _reject(NODE_CONFIG, "NodeConfigUnavailable")
     if not pnodes or not _fit(pnodes, per_task, mem_node, tasks, nodes, tasks_per_node):
-        if "mem" in per_task and pnodes and mem_node is None and \
+        # CPUs and GPUs first: a request too wide for any node is not a memory problem, even
+        # when its default memory per CPU is too much too (`-c 65` said "Memory ...")
+        detail = _no_fit_detail(pnodes, per_task, per_node_tasks, part["name"])
+        if detail is None and "mem" in per_task and pnodes and mem_node is None and \
                 per_task["mem"] * per_node_tasks > max(n.get("memory_mb", 0) for n in pnodes):
             raise _reject(NODE_CONFIG, "MemoryNotSatisfiable")
-        raise _reject(NODE_CONFIG, "NodeConfigUnavailable")
+        raise _reject(NODE_CONFIG, "NodeConfigUnavailable", detail)
     task_ids, max_running = None, None
     if spec.get("array"):
         try:

@@ -309,6 +309,9 @@ def submit(spec, request):
         pre = PRE_LINES.get(e.code)
         if pre:
             sys.stderr.write(f"{PROG}: error: {pre.format(**{'partition': spec.get('partition')})}\n")
+        if getattr(e, "detail", None) and hints_wanted():  # batchd's explanation, after Slurm's line
+            sys.stderr.write(f"{PROG}: error: Batch job submission failed: {e.message}\n")
+            _err(e.detail, e.exit_code or 1)
         _err(f"Batch job submission failed: {e.message}", e.exit_code or 1)
     return None
 
@@ -317,6 +320,19 @@ def submit(spec, request):
 IGNORED = {"mail_type": "--mail-type is ignored: batchd sends no mail",
            "mail_user": "--mail-user is ignored: batchd sends no mail",
            "_container": "--container is ignored: batchd runs no OCI containers"}
+
+
+def hints_wanted():
+    """batchd's explanations after Slurm's error lines go to a person: on a terminal, or with
+    BATCHD_HINTS=1. In pipes and scripts stderr stays Slurm's to the letter (scripts match
+    on it; BATCHD_HINTS=0 turns them off on a terminal too)."""
+    flag = os.environ.get("BATCHD_HINTS")
+    if flag is not None:
+        return flag == "1"
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def warn_ignored(merged):

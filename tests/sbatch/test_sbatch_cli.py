@@ -206,3 +206,25 @@ def test_ignored_options_warn_once_each(daemon, monkeypatch, capsys):
     assert (rc, err) == (1, "sbatch: error: Batch job submission failed: Invalid license specification\n")
     rc, _out, err = run(["--reservation=foo", "--wrap", "true"], daemon, monkeypatch, capsys)
     assert (rc, err) == (1, "sbatch: error: Batch job submission failed: Requested reservation is invalid\n")
+
+
+NODE_CONFIG = "sbatch: error: Batch job submission failed: Requested node configuration is not available"
+
+
+@pytest.mark.parametrize("args, why", [
+    # Slurm 22.05's first line (recorded from the peer for the GPU cases), then batchd's reason
+    (["--gres=gpu:nonexistent:1"], "sbatch: error: no node of partition gpu offers gres/gpu:nonexistent; "
+                                   "GPU types there: h200"),
+    (["--gres=gpu:8"], "sbatch: error: 8 GPUs on one node asked; the most on one node of partition gpu is "
+                       "4 (vm), 4 in the partition"),
+    # -c 65 answered "Memory specification can not be satisfied" (its default memory per CPU)
+    (["-c", "65"], "sbatch: error: 65 CPUs on one node asked; the most on one node of partition gpu is 16 (vm)"),
+])
+def test_requests_no_node_holds_say_why(daemon, monkeypatch, capsys, args, why):
+    # the explanation is for a person (a terminal, or BATCHD_HINTS=1) ...
+    rc, out, err = run([*args, "--wrap", "true"], daemon, monkeypatch, capsys, extra_env={"BATCHD_HINTS": "1"})
+    assert (rc, out) == (1, "")
+    assert err.splitlines() == [NODE_CONFIG, why]
+    # ... a script reading a pipe gets Slurm's line alone, as the recorded cases have it
+    rc, out, err = run([*args, "--wrap", "true"], daemon, monkeypatch, capsys, extra_env={"BATCHD_HINTS": "0"})
+    assert (rc, err) == (1, NODE_CONFIG + "\n")
