@@ -349,7 +349,8 @@ def main(argv=None):
 
     argv = sys.argv[1:] if argv is None else argv
     spec, merged = build(argv, dict(os.environ))
-    warn_ignored(merged)
+    if hints_wanted():
+        warn_ignored(merged)
     reply = submit(spec, request)
     if spec["test_only"]:
         start = reply.get("start_time")

@@ -196,11 +196,15 @@ def test_ignored_options_warn_once_each(daemon, monkeypatch, capsys):
     # issue 15: Slurm accepts --mail-type/--mail-user/--container silently; batchd ignores them,
     # so it says so (the job is still submitted, exit 0)
     rc, out, err = run(["--mail-type=END", "--mail-user=a@b", "--container=/x", "--wrap", "true"],
-                       daemon, monkeypatch, capsys)
+                       daemon, monkeypatch, capsys, extra_env={"BATCHD_HINTS": "1"})
     assert (rc, out) == (0, "Submitted batch job 42\n")
     assert err.splitlines() == ["sbatch: warning: --mail-type is ignored: batchd sends no mail",
                                 "sbatch: warning: --mail-user is ignored: batchd sends no mail",
                                 "sbatch: warning: --container is ignored: batchd runs no OCI containers"]
+    # in a pipe (a script, the recorded case 36_comment_constraint) stderr stays Slurm's: empty
+    rc, out, err = run(["--mail-type=END", "--wrap", "true"], daemon, monkeypatch, capsys,
+                       extra_env={"BATCHD_HINTS": "0"})
+    assert (rc, err) == (0, "")
     # -L reaches the daemon, which refuses it as Slurm refuses an unknown license
     rc, _out, err = run(["-L", "foo:1", "--wrap", "true"], daemon, monkeypatch, capsys)
     assert (rc, err) == (1, "sbatch: error: Batch job submission failed: Invalid license specification\n")
