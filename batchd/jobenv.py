@@ -39,6 +39,8 @@ backslash is taken literally (backslashes removed), and `none` is /dev/null. `de
 
 from __future__ import annotations
 
+from typing import Any
+
 from batchd.hostlist import compress
 from batchd.scheduler.cards import shard_card
 
@@ -157,7 +159,7 @@ def job_environment(spec: dict, job: dict, alloc: dict, node: str, cluster_name:
         "SLURM_PRIO_PROCESS": "0",
         "SLURM_SUBMIT_DIR": str(spec.get("submit_dir", "")),
         "SLURM_SUBMIT_HOST": str(job.get("submit_host") or spec.get("submit_host") or ""),
-        "SLURM_TASKS_PER_NODE": compress_counts([int(alloc[n].get("tasks", 1)) for n in nodes]),
+        "SLURM_TASKS_PER_NODE": compress_counts(_tasks_per_node(spec, alloc, nodes)),
         "SLURM_TOPOLOGY_ADDR": node,
         "SLURM_TOPOLOGY_ADDR_PATTERN": "node",
         "SLURM_WORKING_CLUSTER": f"{cluster_name}:{job.get('controller_host') or node}:{WORKING_CLUSTER_TAIL}",
@@ -295,3 +297,15 @@ def expand_pattern(pattern: str, job: dict, node: str, task: int = 0) -> str:
             out.append(pattern[i:j + 1])
         i = j + 1
     return "".join(out)
+
+
+def _tasks_per_node(spec: dict[str, Any], alloc: dict[str, Any], nodes: list[str]) -> list[int]:
+    """SLURM_TASKS_PER_NODE as Slurm sets it: the tasks placed on each node; for a job that
+    gave no task count (-n/--ntasks-per-node), each node's allocated CPUs over its CPUs per
+    task (recorded from Slurm 22.05: --exclusive on a 16-CPU node gives 16, --cpus-per-gpu=4
+    --gpus=2 gives 8; a plain 1-CPU job 1)."""
+    if spec.get("ntasks") or spec.get("ntasks_per_node"):
+        return [int(alloc[n].get("tasks", 1)) for n in nodes]
+    cpt = int(spec.get("cpus_per_task") or 1)
+    return [max(int(alloc[n].get("tasks", 1)), int(float(alloc[n].get("cpus", 0) or 0)) // max(cpt, 1))
+            for n in nodes]

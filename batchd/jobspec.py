@@ -363,7 +363,17 @@ def resolve(spec: dict, cluster: dict, user: str, uid: int,
             totals[f"gres/gpu:{gtype}"] = gpu_total
     elif kind == "shard":
         totals["gres/shard"] = gpu_total
-    tres_req, bill = _tres(cluster, totals)
+    # ReqTRES as Slurm records it: the request before --cpus-per-gpu and --exclusive widen the
+    # CPUs (and the default memory with them) at allocation (recorded from the peer:
+    # --cpus-per-gpu=4 --gpus=2 -> cpu=1,mem=1G; --exclusive -> cpu=1,mem=1G)
+    cpus_asked = int(spec.get("cpus_per_task") or 1)
+    req_totals = dict(totals, cpu=cpus_asked * tasks)
+    if mem_node is None and cpus_asked != cpus:
+        if spec.get("mem_per_cpu_mb") is not None:
+            req_totals["mem"] = int(spec["mem_per_cpu_mb"]) * cpus_asked * tasks
+        elif not (spec.get("mem_per_gpu_mb") is not None and kind == "gpu"):
+            req_totals["mem"] = def_mem * cpus_asked * tasks
+    tres_req, bill = _tres(cluster, req_totals)
     per_task = {k: (int(v) if float(v).is_integer() else v) for k, v in per_task.items()}
     if int(spec.get("nice") or 0) < 0 and uid != 0 and not cluster.get("user_is_admin"):
         # only operators may raise a job's priority with a negative nice

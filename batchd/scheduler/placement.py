@@ -263,7 +263,8 @@ def take(node: NodeRT, tasks: int, needs: list[tuple[str, int]], cpu: float, mem
          allow_rel: bool, exclusive: bool = False) -> Take:
     """Take the devices and amounts for `tasks` tasks on `node` (the caller checked they fit
     by counts; `short` is set when no single card holds the shards, and the caller gives the
-    take back); `exclusive`: then also everything else idle on the node."""
+    take back); `exclusive`: then also every other idle CPU, GPU and shard of the node (not its
+    memory: the job holds what it asked)."""
     if exclusive:
         tk = take(node, tasks, needs, cpu, mem, shard, allow_rel)
         for lst in node.free.values():
@@ -271,9 +272,10 @@ def take(node: NodeRT, tasks: int, needs: list[tuple[str, int]], cpu: float, mem
                 hold_card(node, tk, s)
             tk.idle_slots.extend(lst)
             del lst[:]
+        # every CPU and GPU, but only the memory it asked (as Slurm: --exclusive without --mem
+        # gets DefMemPerCPU x the node's CPUs; nothing else can start on the node anyway)
         tk.cpu += node.cpu
-        tk.mem += node.mem
-        node.cpu = node.mem = 0.0
+        node.cpu = 0.0
         k = tk.shard_card
         if k is not None and node.card_free.get(k, 0.0) > 0:
             tk.shard += node.card_free[k]

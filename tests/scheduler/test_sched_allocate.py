@@ -199,7 +199,9 @@ def test_exclusive_takes_whole_empty_node():
     jobs = [job("busy", "a", running_on={"n0": [0]}), job("ex", "a", exclusive=True),
             job("other", "a")]
     out = run(snapshot(nodes, [account("a", quota=-1)], jobs), passes=["allocate"])
-    assert allocation(out, "ex") == {"n1": {"tasks": 1, "gpus": [0, 1, 2, 3], "cpus": 8, "memory_mb": 100,
+    # every CPU and GPU, the memory it asked (Slurm 22.05 on the peer: --exclusive without --mem
+    # allocates DefMemPerCPU x the node's CPUs, 16G of a 23G node, not the node's memory)
+    assert allocation(out, "ex") == {"n1": {"tasks": 1, "gpus": [0, 1, 2, 3], "cpus": 8, "memory_mb": 1,
                                             "cpu_ids": list(range(8))}}
     assert list(allocation(out, "other")) == ["n0"]
 
