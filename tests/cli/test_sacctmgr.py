@@ -198,5 +198,11 @@ def test_user_limits_and_policy_keys(peer, capsys):
     assert (rc, out) == (0, "smuser1|smgamma|gres/gpu=2\n")
 
 
-def test_sacctmgr_is_an_entry_point():
+def test_sacctmgr_imports_no_heavy_modules():
+    import subprocess
+    import sys
+    code = ("import sys, batchd.cli.sacctmgr, batchd.cli.sacctmgr_change; "
+            "bad = {'click', 'sqlalchemy', 'http.client', 'urllib.request'} & set(sys.modules); print(sorted(bad))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "[]", r.stderr
     assert os.path.basename(sacctmgr.__file__) == "sacctmgr.py"
