@@ -206,3 +206,16 @@ def test_sacctmgr_imports_no_heavy_modules():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "[]", r.stderr
     assert os.path.basename(sacctmgr.__file__) == "sacctmgr.py"
+
+
+@pytest.mark.parametrize("name", ["show_user_s", "show_user_withassoc", "show_account_withassoc",
+                                  "show_assoc_user"])
+def test_with_assoc_layouts_rows_in_tree_order(peer, capsys, name):
+    """Header, separator and every row as recorded; Slurm prints these rows in its database's
+    order (newest association first), batchd in tree order (README: deliberate differences)."""
+    peer.apply(SCENE)
+    rc, out, err = run(capsys, cases()[name][1])
+    want = (GOLDEN / f"{name}.txt").read_text().splitlines(keepends=True)
+    got = out.splitlines(keepends=True)
+    assert (rc, err, got[:2]) == (0, "", want[:2])
+    assert sorted(got[2:]) == sorted(want[2:])
