@@ -219,3 +219,15 @@ def test_with_assoc_layouts_rows_in_tree_order(peer, capsys, name):
     got = out.splitlines(keepends=True)
     assert (rc, err, got[:2]) == (0, "", want[:2])
     assert sorted(got[2:]) == sorted(want[2:])
+
+
+def test_qos_minus_the_default_qos_is_refused_and_nothing_changes(peer, capsys):
+    """Slurm 22.05 (modify_qos_minus) prints that the associations would lose their default
+    QOS, changes nothing and exits 0; batchd refuses with its validation message, exit 1."""
+    peer.apply(SCENE)
+    assert run(capsys, "sacctmgr -i modify account smbeta set QOS=normal,low DefaultQOS=low")[0] == 0
+    rc, out, err = run(capsys, "sacctmgr -i modify account smbeta set QOS-=low")
+    assert (rc, out) == (1, "")
+    assert err.startswith("sacctmgr: error: account smbeta.policy.default_qos: 'low' is not among its qos")
+    rc, out, _ = run(capsys, "sacctmgr -n -P show assoc where account=smbeta user= format=qos,defqos")
+    assert out == "low,normal|low\n"
