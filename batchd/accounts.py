@@ -301,9 +301,55 @@ def _apply_prices(store: Any, doc: dict[str, Any], uid: int) -> list[str]:
     return [line("+", p) for p in res.get("added", [])] + [line("-", p) for p in res.get("removed", [])]
 
 
+def _merge_policy(item: dict[str, Any], changes: dict[str, Any] | None) -> None:
+    """Set the policy keys of `changes` on an account or association of the doc; a key
+    whose value is None (or -1 for a number) is removed (sacctmgr's `MaxJobs=-1`)."""
+    if not changes:
+        return
+    pol = dict(item.get("policy") or {})
+    for k, v in changes.items():
+        if v is None or v == -1:
+            pol.pop(k, None)
+        elif isinstance(v, dict):
+            merged = {**(pol.get(k) or {}), **v}
+            merged = {r: n for r, n in merged.items() if n is not None and n != -1}
+            if merged:
+                pol[k] = merged
+            else:
+                pol.pop(k, None)
+        else:
+            pol[k] = v
+    if pol:
+        item["policy"] = pol
+    else:
+        item.pop("policy", None)
+
+
+def slurm_view(service: Any) -> dict[str, Any]:
+    """`GET /v1/accounts?slurm=1` (sacctmgr): the doc plus what sacctmgr prints beside it,
+    the cluster's name, its QOS names in config order and the administrators' names."""
+    import grp
+
+    doc = to_doc(service.store.list_accounts(), service.store.list_associations())
+    qos = [q.name for q in service.cfg.qos]
+    if "normal" not in qos:
+        qos.insert(0, "normal")
+    try:
+        admins = sorted(set(grp.getgrnam(service.cfg.admin_group).gr_mem) | {"root"})
+    except KeyError:
+        admins = ["root"]
+    info = [{"name": q.name, "priority": q.priority, "preemptible": q.preemptible, "usage_factor": q.usage_factor,
+             "grace_time_s": q.grace_time_s} for q in service.cfg.qos]
+    return {**doc, "cluster": service.cfg.cluster_name, "qos": qos, "qos_info": info, "admins": admins,
+            "gpu_types": sorted(cluster_gpu_types(service.store.list_nodes()))}
+
+
 def modify(service: Any, caller: Any, body: dict[str, Any]) -> dict[str, Any]:
-    """One change at a time (`batchd account add/modify/remove`, `batchd user add/remove`):
-    the change is made on the current tree and the whole tree validated again."""
+    """One change at a time (`batchd account add/modify/remove`, `batchd user add/remove`,
+    `sacctmgr`): the change is made on the current tree and the whole tree validated again.
+    `policy` (account.add/modify, user.add/modify) sets association policy keys, None or -1
+    removes one; `user.modify` changes every association of the user, or the one of
+    `account`."""
     store = service.store
     doc = to_doc(store.list_accounts(), store.list_associations())
     op, name = body.get("op"), body.get("name")
@@ -322,6 +368,7 @@ def modify(service: Any, caller: Any, body: dict[str, Any]) -> dict[str, Any]:
                 a[k] = body[k]
         for rname, fields_ in (body.get("resources") or {}).items():
             a.setdefault("resources", {}).setdefault(rname, {}).update(fields_)
+        _merge_policy(a, body.get("policy"))
     elif op == "account.remove":
         if name not in accts:
             raise InvalidRequest(f"account {name}: no such account")
@@ -335,14 +382,31 @@ def modify(service: Any, caller: Any, body: dict[str, Any]) -> dict[str, Any]:
             for u in doc["user"]:
                 if u["name"] == name:
                     u["default"] = False
-        doc["user"].append({"name": name, "account": body.get("account"), "shares": body.get("shares", 1),
+        doc["user"].append({"name": name, "account": body.get("account"),
+                            "shares": 1 if body.get("shares") is None else body["shares"],
                             "default": bool(body.get("default"))})
+        _merge_policy(doc["user"][-1], body.get("policy"))
+    elif op == "user.modify":
+        mine = [u for u in doc["user"] if u["name"] == name
+                and (body.get("account") is None or u["account"] == body["account"])]
+        if not mine:
+            raise InvalidRequest(f"user {name}: not a member of {body.get('account') or 'any account'}")
+        if body.get("default"):
+            if body.get("account") is None:
+                raise InvalidRequest(f"user {name}: a default account needs the account")
+            for u in doc["user"]:
+                if u["name"] == name:
+                    u["default"] = u["account"] == body["account"]
+        for u in mine:
+            if body.get("shares") is not None:
+                u["shares"] = body["shares"]
+            _merge_policy(u, body.get("policy"))
     elif op == "user.remove":
         before = len(doc["user"])
         doc["user"] = [u for u in doc["user"] if not (u["name"] == name and u["account"] == body.get("account"))]
         if len(doc["user"]) == before:
             raise InvalidRequest(f"user {name}: not a member of {body.get('account')}")
-    elif op not in ("account.add", "account.modify"):
+    elif op not in ("account.add", "account.modify", "user.modify"):
         raise InvalidRequest(f"unknown operation {op!r}")
     for a in doc["account"]:
         if a.get("parent") is None:

@@ -60,8 +60,9 @@ ROUTES: dict[tuple[str, str], Handler] = {
     ("GET", "/v1/why"): lambda s, c, q, b: explain(s, q.get("job", "")),
     ("GET", "/v1/controller"): lambda s, c, q, b: s.controller_status(),
     ("POST", "/v1/nodes/state"): lambda s, c, q, b: s.set_node_state(c, b or {}),
-    ("GET", "/v1/accounts"): lambda s, c, q, b: accounts.to_doc(s.store.list_accounts(),
-                                                                s.store.list_associations()),
+    ("GET", "/v1/accounts"): lambda s, c, q, b: (accounts.slurm_view(s) if q.get("slurm") == "1" else
+                                                 accounts.to_doc(s.store.list_accounts(),
+                                                                 s.store.list_associations())),
     ("POST", "/v1/accounts/apply"): lambda s, c, q, b: accounts.apply_doc(s, c, (b or {}).get("doc") or {},
                                                                           bool((b or {}).get("dry_run"))),
     ("POST", "/v1/accounts/modify"): lambda s, c, q, b: accounts.modify(s, c, b or {}),

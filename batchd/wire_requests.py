@@ -21,7 +21,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchd import hostlist
-from batchd.wire import SIGRTMAX, Bool, Either, Enum, Int, List, Map, Num, Obj, Route, Str, WireError, limit
+from batchd.wire import (
+    SIGRTMAX,
+    Bool,
+    Either,
+    Enum,
+    Int,
+    Json,
+    List,
+    Map,
+    Num,
+    Obj,
+    Route,
+    Str,
+    WireError,
+    limit,
+)
 
 MAX_COUNT = 1_000_000
 MAX_MEM_MB = 1 << 40
@@ -244,13 +259,13 @@ REQUESTS: dict[tuple[str, str], Route] = {
     ("POST", "/v1/nodes/state"): Route(NO_QUERY, _body({
         "node": Str(255, min_len=1), "action": Enum("drain", "resume", "down"), "reason": NAME_OR_NULL},
         ("node", "action"))),
-    ("GET", "/v1/accounts"): Route(NO_QUERY, None),
+    ("GET", "/v1/accounts"): Route(Q(slurm=Q_FLAG), None),
     ("POST", "/v1/accounts/apply"): Route(NO_QUERY, _body({"doc": ACCOUNTS_DOC, "dry_run": FLAG}, ("doc",))),
     ("POST", "/v1/accounts/modify"): Route(NO_QUERY, _body({
-        "op": Enum("account.add", "account.modify", "account.remove", "user.add", "user.remove"),
+        "op": Enum("account.add", "account.modify", "account.remove", "user.add", "user.modify", "user.remove"),
         "name": Str(256, min_len=1), "parent": Str(256, null=True), "priority": Int(-2 ** 31, 2 ** 31 - 1, null=True),
         "shares": SHARES, "resources": RESOURCES, "account": Str(256, null=True), "default": FLAG,
-        "dry_run": FLAG}, ("op", "name"))),
+        "policy": Map(Str(64, min_len=1), Json(max_depth=3), null=True), "dry_run": FLAG}, ("op", "name"))),
     # chargeback (batchd/accounting/routes.py)
     ("GET", "/v1/report"): Route(Q(start=Str(64, test=_time_text), end=Str(64, test=_report_end_text),
                                    month=Str(16, test=_month_text), tz=Str(64), by=Str(256), accounts=Q_TEXT,

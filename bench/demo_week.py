@@ -139,9 +139,9 @@ def main() -> int:
         now = time.time()
         start = now - a.days * 86400
         start -= start % 3600
-        from batchd.store import Store
         from sqlalchemy import update
 
+        from batchd.store import Store
         from batchd.store.tables import NodeEvent, NodeRow, UsageRecord
 
         store = Store("sqlite:///" + str(work / ".batchd" / "batchd.db"))

@@ -20,7 +20,7 @@ import importlib
 import io
 import re
 
-SLURM = ("sbatch", "srun", "squeue", "scancel", "scontrol", "sacct", "sinfo", "sshare", "sprio", "sreport")
+SLURM = ("sbatch", "srun", "squeue", "scancel", "scontrol", "sacct", "sinfo", "sshare", "sprio", "sreport", "sacctmgr")
 LSF = ("bsub", "bjobs", "bkill")
 # command -> module under batchd.cli holding its option table (when not the command's own)
 TABLE_MODULE = {"sbatch": "sbatch_opts"}

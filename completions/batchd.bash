@@ -64,6 +64,11 @@ _batchd_cmd_sreport() {
 }
 complete -o default -F _batchd_cmd_sreport sreport
 
+_batchd_cmd_sacctmgr() {
+    _batchd_simple "--associations -h --help -i --immediate -n --noheader -o --oneliner -P -p --parsable --parsable2 -Q --quiet -s -V --version"
+}
+complete -o default -F _batchd_cmd_sacctmgr sacctmgr
+
 _batchd_cmd_bsub() {
     _batchd_simple "-J -q -n -W -o -oo -e -eo -cwd -P -gpu -R -M -w -H -b -sp -x -m -r -rn -i -is -u -B -N -K -env -h --help -V --version -I -Ip -Is -IS -ISp -ISs -IX -t -We -L -G -g -app -sla -Lp -E -Ep -a -c -D -F -S -v -p -T -C -U -Q -s -ul -Zs -Jd"
 }
