@@ -63,7 +63,9 @@ def _run_rows(j: Job, u: UsageRec, state: str, reason: str) -> list[dict[str, An
     if u.state in ("TIMEOUT", "PREEMPTED", "REQUEUED") or u.state.startswith("CANCELLED"):
         step_state, step_exit = "CANCELLED", f"0:{15 if u.exit_signal == 0 else u.exit_signal}"
     elif u.state == "FAILED" and u.exit_signal:
-        step_state, step_exit = "CANCELLED" if u.exit_signal not in (9,) else "FAILED", exit_str(0, u.exit_signal)
+        # a batch shell a signal ended (SIGKILL included): Slurm 22.05 records the step
+        # CANCELLED 0:N and the job FAILED 0:N (recorded from the peer: kill -SEGV/-USR1/-KILL $$)
+        step_state, step_exit = "CANCELLED", exit_str(0, u.exit_signal)
     else:
         step_state, step_exit = u.state, exit_str(u.exit_code, u.exit_signal)
     batch = dict(main, job_id=f"{j.display_id}.batch", job_id_raw=f"{j.id}.batch", name="batch", user="",

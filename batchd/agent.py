@@ -27,6 +27,7 @@ from batchd.launchrequest import job_signal, launch_request
 from batchd.model import Job
 from batchd.runs import end_run
 from batchd.runsampler import RunSampler
+from batchd.spool import REQUEST, read_json
 from batchd.steps import StepRunner
 from batchd.store import Store
 
@@ -58,6 +59,7 @@ class Agent:
         self.steps = StepRunner(store, self.spool, self.nodes, cfg.cluster_name, cfg.gpu_env)
         self.sampler = RunSampler(cfg, store, self.nodes)
         self._sent: dict[tuple[int, int], str] = {}
+        self._limits: dict[tuple[int, int], int | None] = {}  # time limit each run's supervisor has
         self._strikes: dict[tuple[int, int], int] = {}
         self._once = faults.OnceLog(log)
         self._supervisors: dict[tuple[int, int], int] | None = None  # per pass, when asked
@@ -180,6 +182,7 @@ class Agent:
             return 1
         if j.action:
             self._forward(j)
+        self._forward_limit(j)
         self.sampler.sample(j, st.pid)
         return 0
 
@@ -356,6 +359,24 @@ class Agent:
             self._sent.pop(key, None)
         log.info("job %s sent job_id=%s run=%s", action, j.id, j.restarts)
 
+    def _forward_limit(self, j: Job) -> None:
+        """A time limit changed by `scontrol update` on a running job reaches its run's
+        supervisor (`launcher.set_time_limit`; it re-arms the limit from the run's start,
+        batchd.runlimits), once per change: the store's limit is compared with what the
+        supervisor last got, at first sight of a run (a restarted daemon too) its launch
+        request's. Unlike cancel and signal, nothing is queued in the job's `action`: the
+        limit itself is the request, so it never competes with a cancel or a preemption."""
+        key = (j.id, j.restarts)
+        want = None if j.time_limit_s is None or j.time_limit_s < 0 else int(j.time_limit_s)
+        if key not in self._limits:
+            req = read_json(os.path.join(launcher.jobdir_path(self.spool, j.id, j.restarts), REQUEST)) or {}
+            self._limits[key] = req.get("time_limit_s")
+        if self._limits[key] == want:
+            return
+        launcher.set_time_limit(self.spool, j.id, j.restarts, want)
+        self._limits[key] = want
+        log.info("job time limit sent job_id=%s run=%s time_limit_s=%s", j.id, j.restarts, want)
+
     # ------------------------------------------------------------------ ends
     def _finish_unlaunched(self, j: Job) -> None:
         now = time.time()
@@ -387,6 +408,7 @@ class Agent:
         run = j.restarts if run is None else run
         end_run(self.store, j, state, code, sig, start, end, rusage, run)
         self.sampler.forget(j.id, run)
+        self._limits.pop((j.id, run), None)
         try:
             launcher.collect(self.spool, j.id, run)
         except FileNotFoundError:

@@ -112,11 +112,14 @@ class Controller:
         """One active job in the snapshot's form; raises on a record it cannot be built from."""
         q = qos.get(j.qos)
         r = j.request
+        tl = j.time_limit_s
+        if tl is None:  # no -t and no DefaultTime: the partition's MaxTime, set at start (apply)
+            tl = next((p.max_time_s for p in self.cfg.partitions if p.name == j.partition), -1)
         d: dict[str, Any] = {
             "id": j.id, "account": j.account, "user": j.user, "state": j.state,
             "priority": q.priority if q else 0, "preemptible": q.preemptible if q else True,
-            "submit_time": j.submit_time, "time_limit_s": None if j.time_limit_s in (None, -1)
-            else j.time_limit_s, "tasks": int(r.get("tasks") or 1), "nodes": r.get("nodes"),
+            "submit_time": j.submit_time, "time_limit_s": None if tl is None or tl < 0
+            else tl, "tasks": int(r.get("tasks") or 1), "nodes": r.get("nodes"),
             "tasks_per_node": r.get("tasks_per_node"), "per_task": dict(r.get("per_task") or {}),
             "partition": j.partition, "qos": j.qos, "nice": j.nice, "hold": j.hold,
             "qos_priority_value": q.priority if q else 0, "billing": j.billing,
@@ -126,6 +129,10 @@ class Controller:
         }
         if r.get("exclusive"):
             d["exclusive"] = True
+        if j.time_limit_s is None:
+            d["time_limit_default"] = True
+        if r.get("time_limit_admin"):
+            d["time_limit_admin"] = True  # may exceed the partition's MaxTime (scheduler/limits.py)
         if j.array_job_id is not None and r.get("array_max_running"):
             # the %N throttle counts the tasks this cycle starts too (the scheduler's check)
             d["array_job_id"] = j.array_job_id
@@ -167,8 +174,8 @@ class Controller:
             "policy": {**self.cfg.scheduler, **self.cfg.priority,
                        "tres_billing_weights": self.cfg.tres_billing_weights},
             "cluster": self.cfg.cluster_name,
-            "partitions": [{"name": p.name, "default": p.default, "priority_job_factor": p.priority_job_factor}
-                           for p in self.cfg.partitions],
+            "partitions": [{"name": p.name, "default": p.default, "priority_job_factor": p.priority_job_factor,
+                            "max_time_s": p.max_time_s} for p in self.cfg.partitions],
             "nodes": [{"name": n.name, "cpus": n.cpus, "memory_mb": n.memory_mb,
                        "state": n.state, "gpus": n.gpus,
                        "shards": self.cfg.shard_per_gpu * whole_cards(n.gpus)} for n in nodes],
@@ -295,6 +302,7 @@ class Controller:
             if book.stored_reason.get(jid) != BAD_REQUEST:
                 changes.append((jid, ("PENDING",), {"reason": BAD_REQUEST}))
         started = []
+        by_id = {str(j["id"]): j for j in snap["jobs"]}
         for st in dec.get("start", []):
             if st.get("after"):
                 continue  # waits for its victims' devices; a later cycle starts it
@@ -307,11 +315,17 @@ class Controller:
                 self._once(("start", st.get("job")), logging.ERROR, "job not started job_id=%s error=%s",
                            st.get("job"), e)
                 continue
-            changes.append((int(st["job"]), ("PENDING",), {
+            start_vals: dict[str, Any] = {
                 "state": "RUNNING", "allocation": alloc, "start_time": now, "end_time": None,
                 "node_list": compress(list(alloc)), "tres_alloc": format_tres(ch.tres, bill),
                 "billing": bill, "charge": ch.record(), "reason": "None", "action": None,
-            }))
+            }
+            entry = by_id.get(str(st["job"]))
+            if entry is not None and entry.get("time_limit_default"):
+                # Slurm's select_nodes: a job without a limit gets its partition's MaxTime
+                tl = entry.get("time_limit_s")
+                start_vals["time_limit_s"] = -1 if tl is None else int(tl)
+            changes.append((int(st["job"]), ("PENDING",), start_vals))
             started.append(st["job"])
         for pre in dec.get("preempt", []):
             # action_by: the job it is preempted for, until it ends (snapshot `preempting_for`)

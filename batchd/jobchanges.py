@@ -55,7 +55,9 @@ class JobChanges:
                 continue
             for j in found:
                 if not self._may_modify(caller, j):
-                    errors.append({"id": raw, "message": "Access/permission denied"})
+                    # Slurm's words: update_job's ESLURM_USER_ID_MISSING, the others' ACCESS_DENIED
+                    errors.append({"id": raw, "message": "Invalid user id" if verb == "update"
+                                   else "Access/permission denied"})
                 else:
                     jobs.append(j)
         return jobs, errors
@@ -163,11 +165,31 @@ class JobChanges:
         self.wake()
         return {"done": done, "errors": errors}
 
+    def _may_set_limit(self, j: Job, new: int) -> bool:
+        """Whether a user who is not an administrator may give job `j` the time limit `new`
+        (seconds, -1 UNLIMITED), as Slurm 22.05 decides (tests/compat/test_time_limits.py):
+        the same or a lower limit always; a higher one only while the job pends and only up
+        to its partition's MaxTime."""
+        old = _limit_key(j.time_limit_s)
+        if _limit_key(new) <= old:
+            return True
+        part = next((p for p in self.cfg.partitions if p.name == j.partition), None)
+        return j.state == "PENDING" and part is not None and _limit_key(new) <= _limit_key(part.max_time_s)
+
     def update(self, caller: Caller, ids: list[str], changes: dict[str, Any]) -> dict[str, Any]:
+        """scontrol update JobId=...: time limit, nice, account, name, comment, partition,
+        QOS, begin time. A time limit an administrator sets may exceed the partition's
+        MaxTime (the job's request keeps `time_limit_admin`); a new limit of a running job
+        reaches its supervisor through the node agent (`batchd.agent`)."""
         allowed = {"time_limit_s", "nice", "account", "name", "comment", "partition", "qos", "begin_time"}
         bad = set(changes) - allowed
         if bad:
             raise InvalidRequest(f"Update of {sorted(bad)[0]} is not supported")
+        tl = changes.get("time_limit_s", -1)
+        if type(tl) is not int or (tl < 1 and tl != -1):
+            # api.py's wire check refuses it first; this guards direct callers: a zero or
+            # negative limit must never reach a supervisor, which reads it as "none"
+            raise InvalidRequest(f"time_limit_s: must be an integer >= 1 or -1 (UNLIMITED) (got {tl!r})")
         jobs, errors = self._owned(caller, ids, "update")
         admin = self.is_admin(caller)
         done = []
@@ -179,11 +201,14 @@ class JobChanges:
             if j.state != "PENDING" and set(vals) & {"account", "partition", "qos", "begin_time"}:
                 errors.append({"id": j.display_id, "message": "Job is no longer pending execution"})
                 continue
-            if "time_limit_s" in vals and not admin and j.time_limit_s not in (None, -1):
-                new = int(vals["time_limit_s"])
-                if new == -1 or new > j.time_limit_s:
+            if "time_limit_s" in vals:
+                if not admin and not self._may_set_limit(j, int(vals["time_limit_s"])):
                     errors.append({"id": j.display_id, "message": "Access/permission denied"})
                     continue
+                # the limit is the job's own now (no partition limit a requeue gives back); an
+                # administrator's is Slurm's ADMIN_SET_LIMIT: it may exceed the partition's MaxTime
+                req = {k: v for k, v in j.request.items() if k != "time_limit_partition"}
+                vals["request"] = {**req, "time_limit_admin": True} if admin else req
             if "account" in vals:
                 info = self.cluster_info(j.user)
                 if vals["account"] not in info["user_accounts"]:
@@ -219,6 +244,12 @@ class JobChanges:
             if self.store.update_job(j.id, tuple(ACTIVE_STATES), **vals):
                 done.append(j.display_id)
                 if caller.uid != j.uid:
-                    self.store.audit(caller.uid, "job.update", {"job": j.id, "changes": vals})
+                    self.store.audit(caller.uid, "job.update", {"job": j.id, "changes": {
+                        k: v for k, v in vals.items() if k != "request"}})
         self.wake()
         return {"done": done, "errors": errors}
+
+
+def _limit_key(limit_s: int | None) -> float:
+    """A time limit for comparison: None and -1 (UNLIMITED) above every number."""
+    return float("inf") if limit_s is None or limit_s < 0 else float(limit_s)

@@ -25,14 +25,17 @@ clock, no logging.
 
 Result (all counts per task unless named otherwise)::
 
-    {"partition", "account", "qos", "time_limit_s" (-1 UNLIMITED), "time_min_s", "name",
+    {"partition", "account", "qos", "time_limit_s" (-1 UNLIMITED; None: no -t and no DefaultTime,
+     the partition's MaxTime from the job's start), "time_min_s", "name",
      "tasks", "nodes" (exact node count or None), "tasks_per_node" (or None),
      "per_task": {"cpu": c, "mem": MiB, "gres/gpu" | "gres/gpu:TYPE" | "gres/shard": n},
      "cpus", "mem_mb", "gpus" (job totals), "gpu_type": str | None, "exclusive": bool,
      "tres_req": str (scontrol order, e.g. "cpu=1,mem=1G,node=1,billing=5,gres/gpu=2"),
      "tres_req_dict": {tres: total}, "billing": float,
      "begin_time", "hold", "nice", "requeue", "array_task_ids": [int] | None,
-     "array_max_running": int | None, "dependency": parsed (batchd.dependency) | None}
+     "array_max_running": int | None, "dependency": parsed (batchd.dependency) | None,
+     "time_limit_partition": True only when time_limit_s is None (the partition's limit: a
+     requeue gives it back, batchd.runs)}
 
 Per-task GPU counts may be fractional when a per-node request (`--gres`,
 `--gpus-per-node`) or a job total (`--gpus`) does not divide evenly among the tasks;
@@ -63,6 +66,25 @@ GRES_INVALID = "Invalid generic resource (gres) specification"
 
 def _reject(message: str, code: str = "SubmitRejected") -> SubmitError:
     return SubmitError(message, exit_code=1, code=code)
+
+
+def _check_node_names(spec: dict, cluster: dict) -> None:
+    """`-w`/`-x` naming a node the cluster does not have: Slurm 22.05 refuses the job with
+    `Invalid node name specified` (recorded from the peer for `-w gpu09`, `-x gpu09` and
+    `-w vm,gpu09`); a list that does not parse is refused the same way."""
+    from batchd.hostlist import expand
+
+    known = {n["name"] for n in cluster.get("nodes") or []}
+    limit = int(cluster.get("max_hostlist_names", 10000))
+    for key in ("nodelist", "exclude"):
+        if not spec.get(key):
+            continue
+        try:
+            names = expand(str(spec[key]), limit)
+        except ValueError:
+            raise _reject("Invalid node name specified", "InvalidNodeName") from None
+        if any(n not in known for n in names):
+            raise _reject("Invalid node name specified", "InvalidNodeName")
 
 
 def _partition(spec: dict, cluster: dict) -> dict:
@@ -170,26 +192,26 @@ def _tasks_and_nodes(spec: dict) -> tuple[int, int | None, int | None]:
 TIME_INVALID = "Requested time limit is invalid (missing or exceeds some limit)"
 
 
-def _time(spec: dict, part: dict, qos_rec: dict) -> tuple[int, int | None]:
+def _time(spec: dict, part: dict, qos_rec: dict) -> tuple[int | None, int | None]:
     """(time limit, time min) in seconds: a given limit is > 0 or -1 (UNLIMITED); None
-    takes the partition's default, else its MaxTime."""
+    takes the partition's DefaultTime; without one the limit stays None (Slurm's NO_VAL:
+    sacct shows Partition_Limit) and the controller sets the partition's MaxTime at start."""
     t = spec.get("time_limit_s")
     for key in ("time_limit_s", "time_min_s"):
         v = spec.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v == 0 or v < -1):
             raise _reject(TIME_INVALID, "InvalidTimeLimit")
     if t is None:
-        d = part.get("default_time_s")
-        t = d if d is not None else part.get("max_time_s", -1)
-        if t is None:
-            t = -1
+        t = part.get("default_time_s")
+    upper = part.get("max_time_s", -1) if t is None else t  # what the job may run at most
+    upper = -1 if upper is None else upper
     tmin = spec.get("time_min_s")
-    if tmin is not None and t != -1 and tmin != -1 and tmin > t:
+    if tmin is not None and upper != -1 and tmin != -1 and tmin > upper:
         raise _reject(TIME_INVALID, "InvalidTimeLimit")
     wall = qos_rec.get("max_wall_s")
-    if wall is not None and wall >= 0 and (t == -1 or t > wall) and spec.get("time_limit_s") is not None:
+    if wall is not None and wall >= 0 and (upper == -1 or upper > wall) and spec.get("time_limit_s") is not None:
         raise _reject(TIME_INVALID, "InvalidTimeLimit")
-    return int(t), tmin
+    return (None if t is None else int(t)), tmin
 
 
 def _fit(nodes: list[dict], per_task: dict[str, float], mem_node: int | None, tasks: int,
@@ -235,6 +257,12 @@ def resolve(spec: dict, cluster: dict, user: str, uid: int,
     (see `batchd.dependency.evaluate`), when given, lets `afterok`/`afternotok` on an
     unknown job be refused as Slurm does."""
     part = _partition(spec, cluster)
+    _check_node_names(spec, cluster)
+    # batchd has no reservations and no licenses: any name is unknown (Slurm 22.05's words)
+    if spec.get("reservation"):
+        raise _reject("Requested reservation is invalid", "InvalidReservation")
+    if spec.get("licenses"):
+        raise _reject("Invalid license specification", "InvalidLicense")
     account = _account(spec, cluster)
     qos = _qos(spec, cluster)
     qos_rec = (cluster.get("qos") or {}).get(qos) or {}
@@ -324,4 +352,5 @@ def resolve(spec: dict, cluster: dict, user: str, uid: int,
         "begin_time": spec.get("begin_time"), "hold": bool(spec.get("hold")),
         "nice": int(spec.get("nice") or 0), "requeue": requeue,
         "array_task_ids": task_ids, "array_max_running": max_running, "dependency": dep,
+        **({"time_limit_partition": True} if time_limit_s is None else {}),
     }

@@ -106,6 +106,8 @@ class Node:
     gpus: list[Any]
     heartbeat: float
     reason: str | None = None
+    reason_uid: int | None = None
+    reason_time: float | None = None
 
 
 def from_row(cls: type, row: Any) -> Any:

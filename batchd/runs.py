@@ -61,6 +61,11 @@ def end_run(store: Store, j: Job, state: str, code: int, sig: int, start: float,
             "end_time": None, "node_list": "", "tres_alloc": "", "charge": None, "action": None,
             "reason": "BeginTime", "begin_time": end + REQUEUE_HOLD_S, "submit_time": end,
         }
+        if j.request.get("time_limit_partition"):
+            # a limit the start took from the partition (no -t, no DefaultTime, never
+            # updated: batchd.jobspec) is Slurm's NO_VAL again: sacct shows Partition_Limit
+            # (recorded, slurm-reference 30_requeue)
+            changes["time_limit_s"] = None
     else:
         changes = {"state": state, "end_time": end, "exit_code": code, "exit_signal": sig, "action": None,
                    "reason": "None"}

@@ -88,6 +88,7 @@ class Service(Submission, JobChanges):
                              "grace_time_s": q.grace_time_s} for q in self.cfg.qos},
             "default_qos": "normal",
             "shard_per_gpu": self.cfg.shard_per_gpu,
+            "max_hostlist_names": int(self.cfg.limits["max_hostlist_names"]),
             "def_mem_per_cpu_mb": self.cfg.def_mem_per_cpu_mb,
             "billing_weights": self.cfg.tres_billing_weights,
         }

@@ -98,6 +98,16 @@ def gpus_str(job: Job) -> str:
     return ""
 
 
+def shown_time_limit(j: Job, cfg: Config) -> int | None:
+    """The limit scontrol and squeue show: a job that has none yet (no -t, and its partition
+    no DefaultTime: Slurm's NO_VAL until it starts) shows its partition's MaxTime, as
+    Slurm 22.05 does (tests/compat/test_time_limits.py); sacct shows Partition_Limit."""
+    if j.time_limit_s is not None:
+        return j.time_limit_s
+    part = next((p for p in cfg.partitions if p.name == j.partition), None)
+    return None if part is None else part.max_time_s
+
+
 def job_view(j: Job, cfg: Config, now: float | None = None) -> dict[str, Any]:
     """JOB_VIEW of one job. A job whose stored request or spec cannot be shown (a
     malformed record stored before the socket checked its input) is shown with safe
@@ -173,7 +183,7 @@ def _job_view(j: Job, cfg: Config, now: float | None = None) -> dict[str, Any]:
         "account": j.account, "partition": j.partition, "qos": j.qos, "state": j.state,
         "reason": j.reason, "priority": j.priority, "nice": j.nice,
         "submit_time": j.submit_time, "eligible_time": j.eligible_time, "start_time": j.start_time,
-        "end_time": j.end_time, "time_limit_s": j.time_limit_s, "run_time_s": max(run_s, 0),
+        "end_time": j.end_time, "time_limit_s": shown_time_limit(j, cfg), "run_time_s": max(run_s, 0),
         "nodes": nodes, "node_list": j.node_list, "ntasks": int(req.get("tasks") or 1),
         "cpus": cpus, "mem_mb": mem, "tres_req": j.tres_req, "tres_alloc": j.tres_alloc,
         "gres": gpu_indices(alloc), "gpus_str": gpus_str(j), "cpu_ids": cpu_id_ranges(alloc),
@@ -301,6 +311,8 @@ def node_views(nodes: list[Node], running: list[Job], cfg: Config) -> dict[str, 
         idx = sorted(int(str(g).split(":")[0]) for g in u["gpus"])
         gres_used = f"gpu:{gtype}:{len(idx)}(IDX:{_ranges(idx) if idx else 'N/A'})" if total_gpus else "(null)"
         out.append({"name": n.name, "state": state, "reason": n.reason, "cpus": n.cpus,
+                    **({"reason_user": _user_name(n.reason_uid), "reason_time": n.reason_time}
+                       if n.reason and n.reason_uid is not None else {}),
                     "cpus_alloc": u["cpus"], "memory_mb": n.memory_mb, "memory_alloc_mb": u["mem"],
                     "gres": gres, "gres_used": gres_used,
                     "partitions": [p.name for p in cfg.partitions if n.name in p.nodes],
@@ -320,3 +332,13 @@ def _gpu_total(gpus: list[Any]) -> tuple[int, str]:
             total += 1
         gtype = g.get("type", gtype)
     return total, gtype
+
+
+def _user_name(uid: int) -> str:
+    """A uid's login name (sinfo -R USER), the number where the system has no such user."""
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)

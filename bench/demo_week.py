@@ -140,12 +140,18 @@ def main() -> int:
         start = now - a.days * 86400
         start -= start % 3600
         from batchd.store import Store
-        from batchd.store.tables import UsageRecord
+        from sqlalchemy import update
+
+        from batchd.store.tables import NodeEvent, NodeRow, UsageRecord
 
         store = Store("sqlite:///" + str(work / ".batchd" / "batchd.db"))
         rows = week_records(start, now, a.seed, cfg_text)
         with store.tx() as s:
             s.execute(UsageRecord.__table__.insert(), rows)
+            # the simulated cluster existed the whole week: its nodes registered at its start
+            # (capacity and quotas count from a node's registration)
+            s.execute(update(NodeRow).values(registered=start))
+            s.execute(update(NodeEvent).where(NodeEvent.time > start).values(time=start))
         store.close()
         day = time.strftime("%Y-%m-%dT%H:%M", time.gmtime(start))
         rep = subprocess.run([str(BIN / "batchd"), "report", "--start", day, "--end", "now"], env=env, cwd=work,

@@ -162,14 +162,14 @@ def render_table(rows: list[dict], fields: list[tuple[str, int]], header: bool =
             lines.append(delimiter.join(field_value(r, n, units, noconvert) for n, _ in fields) + end)
         return lines
 
-    def line(values: list[str]) -> str:
+    def line(values: list[str], cut: bool = False) -> str:
         cells = []
         for (_, w), v in zip(fields, values, strict=True):
-            v = fmt.truncate_plus(v, w)
+            v = v[:abs(w)] if cut else fmt.truncate_plus(v, w)
             cells.append(v.rjust(w) if w > 0 else v.ljust(-w))
         return " ".join(cells) + " "
-    if header:
-        lines.append(line([n for n, _ in fields]))
+    if header:  # Slurm cuts a long header to the width ("TimelimitR"); only values get a "+"
+        lines.append(line([n for n, _ in fields], cut=True))
         lines.append(" ".join("-" * abs(w) for _, w in fields) + " ")
     for r in rows:
         lines.append(line([field_value(r, n, units, noconvert) for n, _ in fields]))

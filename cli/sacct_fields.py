@@ -22,7 +22,7 @@ FIELD_WIDTHS = {
     "ReqCPUS": 8, "ReqMem": 10, "ReqNodes": 8, "ReqTRES": 10, "Reservation": 20,
     "ReservationId": 20, "Reserved": 10, "ResvCPU": 10, "ResvCPURAW": 10, "Start": 19, "State": 10,
     "Submit": 19, "SubmitLine": 20, "Suspended": 10, "SystemComment": 15, "SystemCPU": 10,
-    "Timelimit": 10, "TimelimitRaw": 12, "TotalCPU": 10, "TRESUsageInAve": 14,
+    "Timelimit": 10, "TimelimitRaw": 10, "TotalCPU": 10, "TRESUsageInAve": 14,
     "TRESUsageInMax": 14, "TRESUsageInMaxNode": 18, "TRESUsageInMaxTask": 18,
     "TRESUsageInMin": 14, "TRESUsageInMinNode": 18, "TRESUsageInMinTask": 18,
     "TRESUsageInTot": 14, "TRESUsageOutAve": 15, "TRESUsageOutMax": 15,
@@ -110,12 +110,13 @@ def field_value(row: dict, name: str, units: str | None = None, noconvert: bool 
         return fmt.fmt_hms(g("elapsed_s") or 0)
     if name == "ElapsedRaw":
         return str(g("elapsed_s") or 0)
+    if name in ("Timelimit", "TimelimitRaw") and g("time_limit_s") is None:
+        # a job that has no limit of its own yet (no -t, no DefaultTime): Slurm's NO_VAL
+        return "" if is_step else "Partition_Limit"
     if name == "Timelimit":
-        return "" if g("time_limit_s") is None else fmt.fmt_hms(g("time_limit_s"))
+        return fmt.fmt_hms(g("time_limit_s"))
     if name == "TimelimitRaw":
         tl = g("time_limit_s")
-        if tl is None:
-            return ""
         return "UNLIMITED" if tl == fmt.UNLIMITED else str((tl + 59) // 60)
     if name in ("AllocCPUS", "NCPUS"):
         v = g("alloc_cpus") if g("alloc_cpus") is not None else g("ncpus")

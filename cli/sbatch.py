@@ -313,12 +313,27 @@ def submit(spec, request):
     return None
 
 
+#: options Slurm accepts that batchd takes and ignores: one warning each on stderr
+IGNORED = {"mail_type": "--mail-type is ignored: batchd sends no mail",
+           "mail_user": "--mail-user is ignored: batchd sends no mail",
+           "_container": "--container is ignored: batchd runs no OCI containers"}
+
+
+def warn_ignored(merged):
+    """Warn once per option batchd accepts without acting on it (Slurm accepts them silently;
+    a user should not believe mail will come)."""
+    for key, text in IGNORED.items():
+        if merged.get(key):
+            sys.stderr.write(f"{PROG}: warning: {text}\n")
+
+
 def main(argv=None):
     """Entry point of the `sbatch` console script."""
     from batchd.cli.client import request
 
     argv = sys.argv[1:] if argv is None else argv
     spec, merged = build(argv, dict(os.environ))
+    warn_ignored(merged)
     reply = submit(spec, request)
     if spec["test_only"]:
         start = reply.get("start_time")

@@ -23,7 +23,7 @@ Parallel run options:
       --exclusive             allocate nodes in exclusive mode
   -x, --exclude=hosts         never run on these hosts (host list, e.g. gpu[01-02])
   -w, --nodelist=hosts        run only on these hosts (host list)
-      --reservation=name      accepted for compatibility (batchd has no reservations)
+      --reservation=name      refused as Slurm refuses an unknown one (batchd has no reservations)
   -v, --verbose               verbose mode (accepted; sbatch prints nothing more)
       --export[=names]        specify environment variables to export (ALL, NONE, NIL,
                               VAR=val lists, ALL,VAR=val)
@@ -35,8 +35,8 @@ Parallel run options:
   -M, --clusters=names        accepted for compatibility (batchd is one cluster)
   -i, --input=in              file for batch script's standard input
   -J, --job-name=jobname      name of job
-      --mail-type=type        accepted, no mail is sent
-      --mail-user=user        accepted, no mail is sent
+      --mail-type=type        accepted with a warning, no mail is sent
+      --mail-user=user        accepted with a warning, no mail is sent
   -n, --ntasks=ntasks         number of tasks to run
       --nice[=value]          decrease scheduling priority by value (default 100)
       --no-requeue            if set, do not permit the job to be requeued

@@ -334,6 +334,8 @@ def build_spec(v):
     for k in ("account", "partition", "qos", "comment", "reservation", "constraint", "mail_type",
               "mail_user", "output", "error", "input", "array", "dependency", "nodelist", "exclude"):
         spec[k] = v.get(k)
+    if v.get("_licenses"):
+        spec["licenses"] = v["_licenses"]  # batchd has none: the daemon refuses as Slurm does
     if "time" in v:
         t = slurmtime.time_limit_s(v["time"])
         if t is None:

@@ -11,7 +11,7 @@ batchd/protocol.py). Errors print `<message> for job <id>` and exit 1.
 import sys
 import time
 
-from batchd.cli import fmt
+from batchd.cli import fmt, slurmtime
 from batchd.cli.options import Opt, OptionError, parse
 from batchd.digits import isdigits
 
@@ -449,7 +449,10 @@ def update(args: list[str], now: float | None = None) -> tuple[str, int]:
             return f"Update of this parameter is not supported: {a}\nRequest aborted\n", 1
         try:
             if field == "time_limit_s":
-                changes[field] = fmt.parse_time_limit(val)
+                change = slurmtime.update_time_limit(val)
+                if change is None:
+                    return f"{PROG}: error: Invalid TimeLimit value\n", 1
+                changes[field] = change
             elif field == "nice":
                 changes[field] = int(val)
             elif field == "begin_time":
@@ -463,7 +466,44 @@ def update(args: list[str], now: float | None = None) -> tuple[str, int]:
         return "No job identification provided\nRequest aborted\n", 1
     if not changes:
         return "No changes specified\n", 1
-    reply = fmt.daemon_call(PROG, "POST", "/v1/jobs/update", {"ids": ids, "changes": changes},
+    limit = changes.pop("time_limit_s", None)
+    if limit is None:
+        return _errors(fmt.daemon_call(PROG, "POST", "/v1/jobs/update", {"ids": ids, "changes": changes},
+                                       error_prefix="slurm_update"))
+    if limit[0] == "=":
+        return _update_limit(ids, changes, None, limit[1])
+    text, rc = "", 0
+    for i in ids:  # a relative limit is each job's own (scontrol reads the job first, as Slurm's does)
+        t, r = _update_limit([i], changes, limit[0], limit[1])
+        text, rc = text + t, max(rc, r)
+    return text, rc
+
+
+#: batchd has no zero time limit (the wire refuses it: a zero must never read as "none").
+ZERO_LIMIT = (f"{PROG}: error: TimeLimit=0 (end the job at once) is not supported by batchd; "
+              "end the job with scancel\n")
+
+
+def _update_limit(ids: list[str], changes: dict, op: str | None, secs: int) -> tuple[str, int]:
+    """POST the update with `time_limit_s`: `secs` itself (op None), or the job's current
+    limit plus or minus `secs` (one job id). An UNLIMITED limit stays UNLIMITED."""
+    if op is not None:
+        reply = fmt.daemon_call(PROG, "GET", "/v1/jobs", query={"ids": ids[0], "all": "1"},
+                                error_prefix="slurm_update")
+        jobs = [j for j in reply.get("jobs") or [] if ids[0] in (str(j.get("id")), j.get("display_id"))]
+        if not jobs:
+            return f"Invalid job id specified for job {ids[0]}\n", 1
+        cur = jobs[0].get("time_limit_s")
+        if cur is None or cur < 0:
+            secs = -1
+        elif op == "-" and secs > cur:
+            return (f"{PROG}: error: TimeLimit decrement larger than current time limit "
+                    f"({secs // 60} > {(cur + 59) // 60})\n", 1)
+        else:
+            secs = cur + secs if op == "+" else cur - secs
+    if secs == 0:
+        return ZERO_LIMIT, 1
+    reply = fmt.daemon_call(PROG, "POST", "/v1/jobs/update", {"ids": ids, "changes": {**changes, "time_limit_s": secs}},
                             error_prefix="slurm_update")
     return _errors(reply)
 

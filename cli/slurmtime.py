@@ -124,6 +124,28 @@ def time_limit_s(s):
     return mins * 60
 
 
+def update_time_limit(s):
+    """`scontrol update TimeLimit=` text -> (op, seconds): op "=" sets the limit (-1
+    UNLIMITED; 0 is a zero limit, which Slurm ends at once), "+" / "-" add to or take from
+    the job's current limit (Slurm's relative form, `+30`, `-1:00:00`). Durations are
+    rounded up to whole minutes as Slurm stores them. None when the text is not a time
+    (scontrol: `Invalid TimeLimit value`). Unlike `--time`, `0` is not UNLIMITED here
+    (recorded from Slurm 22.05: TimeLimit=0 shows 00:00:00)."""
+    if s is None or s == "":
+        return None
+    if s.upper() in ("INFINITE", "UNLIMITED"):
+        return "=", INFINITE
+    op = "="
+    if s[0] in "+-":
+        op, s = s[0], s[1:]
+    if not s or s[0] in "+-":
+        return None
+    secs = time_str2secs(s)
+    if secs is None or secs < 0:
+        return None
+    return op, (secs + 59) // 60 * 60
+
+
 def format_duration(secs):
     """Seconds as Slurm prints a limit: `UNLIMITED`, `M:SS`... `[D-]HH:MM:SS`."""
     if secs is None or secs < 0:

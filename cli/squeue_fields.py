@@ -110,8 +110,8 @@ def job_value(job: dict, key: str, now: float | None = None) -> str:
     if key == "min_memory":
         for k in ("mem_per_cpu_mb", "mem_per_node_mb"):
             if g(k) is not None:
-                return fmt.fmt_mem(g(k))
-        return fmt.fmt_mem(g("mem_mb") or 0)
+                return _mem(g(k))
+        return _mem(g("mem_mb") or 0)
     if key == "priority_norm":
         return f"{(g('priority') or 0) / 4294967295:.14f}"
     if key == "start_time":
@@ -181,3 +181,11 @@ def job_value(job: dict, key: str, now: float | None = None) -> str:
 
 
 # ----------------------------------------------------------------------------- arrays, sort
+
+
+#: squeue --noconvert: sizes in MiB as stored ("2048M"), not converted ("2G")
+NOCONVERT = False
+
+
+def _mem(mb: float) -> str:
+    return f"{int(mb)}M" if NOCONVERT else fmt.fmt_mem(mb)

@@ -213,10 +213,10 @@ def _quota(rep: dict[str, Any], palette: dict[str, str]) -> str:
     tz, label = zone(rep)
     intro = (f"The quota is shown for the whole period; {elapsed:.0%} of it has elapsed (to "
              f"{moment(upto, tz, label)}), marked by the dashed line. Use is compared with the quota "
-             f"to date. Borrowed: GPU-hours used beyond the quota, hour by hour, from capacity others "
+             f"to date. Borrowed: GPU-hours held beyond the quota at each moment, from capacity others "
              f"left idle. Lent: GPU-hours of this quota others used.") if elapsed < 1 else (
-             "Use against the quota of the period. Borrowed: GPU-hours used beyond the quota, hour by "
-             "hour, from capacity others left idle. Lent: GPU-hours of this quota others used.")
+             "Use against the quota of the period. Borrowed: GPU-hours held beyond the quota at each "
+             "moment, from capacity others left idle. Lent: GPU-hours of this quota others used.")
     head = ["Account", "Quota, whole period", "Quota to date", "Used", PERCENT["quota_used_pct"], "Borrowed",
             "Lent"]
     return (f'<div class="chart"><p class="small">{escape(intro)}</p>{quota_svg(items, palette)}</div>'

@@ -8,6 +8,8 @@ import datetime as _dt
 import io
 from typing import Any
 
+from batchd.gres import is_profile
+
 LABELS = {"account": "Account", "user": "User", "gpu_type": "GPU type", "node": "Node"}
 # the percentages: the table and HTML print "83.3%" under these headers, the CSV the
 # plain number under "<header> (%)"
@@ -55,7 +57,8 @@ def columns(rep: dict[str, Any]) -> list[tuple[str, str]]:
     cols.append(("gpu_hours", "GPU-h"))
     types = gpu_types(rep)
     if len(types) > 1:
-        cols += [(f"gpuh:{t}", f"GPU-h {t}") for t in types]
+        # a MIG profile's figure counts instance-hours (its card share is in GPU-h): say so
+        cols += [(f"gpuh:{t}", f"Inst-h {t}" if is_profile(t) else f"GPU-h {t}") for t in types]
     cols += [("cpu_hours", "CPU-h"), ("billing", "Billing-h"), ("cost", f"Cost {cur}".strip())]
     first = rep["rows"][0] if rep["rows"] else {}
     if any("quota_gpu_hours" in r for r in rep["rows"]):
@@ -137,6 +140,12 @@ def footer(rep: dict[str, Any]) -> list[str]:
     if rep.get("down_gpu_hours"):
         lines.append(f"Down or drained: {rep['down_gpu_hours']:,.2f} GPU-hours ({rep.get('down_cost', '0.00')} "
                      f"{cur} at GPU prices), not counted as idle")
+    for b in rep.get("budgets") or []:
+        unit = "GPU-hours" if b["tres"].startswith("gres/gpu") else f"{b['tres']}-hours"
+        lines.append(f"Budget {b['account']} {b['tres']}: {b['used_minutes'] / 60:,.1f} of "
+                     f"{b['limit_minutes'] / 60:,.1f} {unit} used this {b['period']}"
+                     + (" (used up: new jobs pend AssocGrpGRESMinutes)" if b["exhausted"] else
+                        f" ({b['used_pct']}%)" if b["used_pct"] is not None else ""))
     if rep.get("running_included"):
         lines.append(f"Includes {rep['running_included']} running job(s) or runs not yet rolled up, to now")
     if rep["reconciled"]:

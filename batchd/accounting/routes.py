@@ -122,9 +122,32 @@ def report(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[str,
                                         zero_gpu_s=zero_s, tz=tz)["rows"]
     rep["cluster"] = service.cfg.cluster_name
     rep["scope"] = "all" if admin else "member_accounts"
+    rep["budgets"] = _budgets(service, accounts, now)
     if not admin:
         rep["idle_gpu_hours"] = rep["idle_cost"] = None
     return rep
+
+
+def _budgets(service: Any, accounts: list[str] | None, now: float) -> list[dict[str, Any]]:
+    """The GPU-hour budgets (GrpTRESMins, batchd.budget) of the accounts shown: per account
+    and TRES its budget period, the limit and the use so far, in minutes as Slurm counts."""
+    from batchd.budget import budget_used, period_start
+
+    accts = service.store.list_accounts()
+    used = budget_used(service.store, accts, now)
+    out = []
+    for a in accts:
+        pol = a.policy or {}
+        if a.name not in used or (accounts is not None and a.name not in accounts):
+            continue
+        period = str(pol.get("budget_period", "month"))
+        for tres, limit in pol["grp_tres_mins"].items():
+            u = used[a.name].get(tres, 0.0)
+            out.append({"account": a.name, "tres": tres, "period": period,
+                        "period_start": period_start(period, now), "limit_minutes": float(limit),
+                        "used_minutes": u, "used_pct": round(100.0 * u / float(limit), 1) if float(limit) else None,
+                        "exhausted": u >= float(limit)})
+    return out
 
 
 def prices(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[str, Any]:

@@ -122,6 +122,8 @@ def _decide(snapshot: Snapshot, policy: dict | None) -> Decisions:
     for j in left:
         if not j.spec.eligible:
             reason = j.spec.reason or "Dependency"
+        elif j.id in s.limit_reasons:
+            reason = s.limit_reasons[j.id]
         else:
             reason = reasons.get(j.id, "Resources")
         out.pending.append({"job": j.id, "reason": reason})

@@ -72,6 +72,7 @@ from .fields import (
     is_num,
     req_str,
 )
+from .limits import partition_max_times
 from .model import Account, Job, Node, Resource, Slot, Snapshot
 
 INELIGIBLE_REASONS = ("Dependency", "BeginTime", "JobHeldUser", "JobHeldAdmin", "DependencyNeverSatisfied")
@@ -342,6 +343,7 @@ def _load(d: dict) -> Snapshot:
     if len(set(ids)) != len(ids):
         dup = next(x for x in ids if ids.count(x) > 1)
         raise field_error("jobs", "duplicate job id", dup)
+    partition_max_times(d)  # validated here; the session reads it (limits.py)
     qos = d.get("qos") or []
     if not isinstance(qos, list):
         raise field_error("qos", "must be a list", qos)

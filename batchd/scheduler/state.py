@@ -21,6 +21,7 @@ from .assoclimits import assoc_add, assoc_effective, assoc_over, assoc_setup
 from .cards import CARDLESS, place_stored_shards, shard_card, sync_card
 from .fairshare import UNLIMITED, Queue, compute_fair_shares, normalise_usage
 from .job import _CPU_POOL, BASE_RES, EPS, GPU, TYPED, JobRT
+from .limits import limit_reason, partition_max_times
 from .placement import NodeRT, Take, _insert, give_back
 from .snapshot import PENDING_STATES, Snapshot
 
@@ -78,6 +79,9 @@ class Session:
         self.jobs: list[JobRT] = []
         self.pending: list[JobRT] = []
         self.ineligible: list[JobRT] = []
+        # eligible pending jobs held by a partition limit (limits.py): id -> reason
+        self.limit_reasons: dict[object, str] = {}
+        max_times = partition_max_times(snap.raw)
         self.running: list[JobRT] = []
         queues = self.queues
         self._shard_claims: list[tuple[Take, int | None]] = []
@@ -102,7 +106,10 @@ class Session:
                 if j.array_max is not None:
                     self.array_running[j.array] = self.array_running.get(j.array, 0) + 1
             elif spec.state in PENDING_STATES:
-                (self.pending if spec.eligible else self.ineligible).append(j)
+                why = limit_reason(spec, max_times) if spec.eligible and max_times else None
+                if why is not None:
+                    self.limit_reasons[j.id] = why
+                (self.pending if spec.eligible and why is None else self.ineligible).append(j)
         place_stored_shards(self._shard_claims)
         if self._shard_claims:
             self._recharge_shards()

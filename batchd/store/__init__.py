@@ -332,7 +332,7 @@ class Store:
                 row.cpus, row.memory_mb, row.gpus, row.heartbeat = (node.cpus, node.memory_mb, node.gpus,
                                                                     node.heartbeat)
                 if row.state == "DOWN" and row.reason in (None, "", NOT_RESPONDING):
-                    row.state, row.reason = "IDLE", None
+                    row.state, row.reason, row.reason_uid, row.reason_time = "IDLE", None, None, None
                     s.add(NodeEvent(node=node.name, time=node.heartbeat, state="IDLE", reason=None))
 
     def heartbeat(self, names: list[str], now: float) -> None:
@@ -342,7 +342,8 @@ class Store:
             s.execute(update(NodeRow).where(NodeRow.name.in_(names)).values(heartbeat=now))
             back = list(s.scalars(update(NodeRow).where(NodeRow.name.in_(names), NodeRow.state == "DOWN",
                                                         NodeRow.reason == NOT_RESPONDING)
-                                  .values(state="IDLE", reason=None).returning(NodeRow.name)))
+                                  .values(state="IDLE", reason=None, reason_uid=None, reason_time=None)
+                                  .returning(NodeRow.name)))
             for name in back:
                 s.add(NodeEvent(node=name, time=now, state="IDLE", reason=None))
 
@@ -357,6 +358,9 @@ class Store:
             t = time.time() if now is None else now
             if row.state != state:
                 s.add(NodeEvent(node=name, time=t, state=state, reason=reason))
+            if reason != row.reason or row.state != state:
+                # sinfo -R: who gave the reason and when (Slurm keeps both with the reason)
+                row.reason_uid, row.reason_time = (uid, t) if reason else (None, None)
             row.state, row.reason = state, reason
             s.add(AuditRow(time=t, uid=uid, action="node.state",
                            detail=json.dumps({"node": name, "state": state, "reason": reason})))

@@ -175,6 +175,9 @@ class NodeRow(Base):
     heartbeat: Mapped[float] = mapped_column(Float, nullable=False)
     # when the node first registered: its capacity counts in reports from then on
     registered: Mapped[float] = mapped_column(Float, nullable=False)
+    # who set `reason` and when (sinfo -R USER and TIMESTAMP); None with no reason
+    reason_uid: Mapped[int | None] = mapped_column(Integer)
+    reason_time: Mapped[float | None] = mapped_column(Float)
 
 
 class NodeEvent(Base):

@@ -46,10 +46,36 @@ def test_pending_filter_through_main(daemon, capsys):
 
 
 def test_query_built_from_options(daemon, capsys):
-    rc, _, _ = run(["-u", "alice,bob", "-A", "training", "-p", "gpu", "-n", "x", "-q", "low"], capsys)
+    rc, _, _ = run(["-u", "root,daemon", "-A", "training", "-p", "gpu", "-n", "x", "-q", "low"], capsys)
     assert rc == 0
     q = daemon.calls[-1][3]
-    assert q == {"users": "alice,bob", "accounts": "training", "partitions": "gpu", "names": "x", "qos": "low"}
+    assert q == {"users": "root,daemon", "accounts": "training", "partitions": "gpu", "names": "x", "qos": "low"}
+
+
+def test_unknown_users_are_dropped_with_slurms_error(daemon, capsys):
+    # Slurm 22.05 (peer): `squeue -u nosuchuser` -> stderr "squeue: error: Invalid user:
+    # nosuchuser" and a blank line, the header, exit 0; `-u root,nosuchuser` lists root's jobs
+    rc, out, err = run(["-u", "root,nosuchuser_x"], capsys)
+    assert rc == 0 and err == "squeue: error: Invalid user: nosuchuser_x\n\n"
+    assert daemon.calls[-1][3]["users"] == "root"
+    n = len(daemon.calls)
+    rc, out, err = run(["-u", "nosuchuser_x", "-u", "4000000001"], capsys)
+    assert rc == 0 and err == ("squeue: error: Invalid user: nosuchuser_x\n\n"
+                               "squeue: error: Invalid user: 4000000001\n\n")
+    assert out.splitlines() == [golden("squeue_default.txt").splitlines()[0]] and len(daemon.calls) == n
+
+
+def test_noconvert_prints_memory_as_stored(daemon, capsys):
+    # Slurm 22.05 (peer): --mem=2G shows %m "2G", with --noconvert "2048M"
+    from batchd.cli import squeue_fields
+    job = dict(daemon.jobs[0], mem_mb=2048, mem_per_cpu_mb=None, mem_per_node_mb=2048)
+    assert squeue_fields.job_value(job, "min_memory") == "2G"
+    try:
+        rc, out, _ = run(["--noconvert", "-h", "-o", "%m", "-j", str(job["id"])], capsys)
+        assert rc == 0
+        assert squeue_fields.job_value(job, "min_memory") == "2048M"
+    finally:
+        squeue_fields.NOCONVERT = False
 
 
 def test_t_all_and_job_list_ask_for_finished_jobs(daemon, capsys):

@@ -138,6 +138,46 @@ def _running(svc: Service, ctl: Controller, tmp_path: Path) -> int:
     return jid
 
 
+@pytest.mark.parametrize("key, value", [("nodelist", "gpu09"), ("exclude", "gpu09"), ("nodelist", "vm,gpu09"),
+                                        ("nodelist", "vm[")])
+def test_unknown_node_names_are_refused_as_slurm(cluster, tmp_path, key, value):
+    # Slurm 22.05 (peer, 2026-12-04): `sbatch -w gpu09`, `-x gpu09`, `-w vm,gpu09` ->
+    # "Batch job submission failed: Invalid node name specified", exit 1 (batchd accepted
+    # the job, which then pended forever); nothing is stored
+    svc, _ctl, store = cluster
+    known = svc.cluster_info("root")["nodes"][0]["name"]
+    with pytest.raises(SubmitError, match="^Invalid node name specified$"):
+        submit(svc, tmp_path, **{key: value.replace("vm", known)})
+    assert store.list_jobs() == []
+    assert submit(svc, tmp_path, nodelist=known) > 0
+
+
+@pytest.mark.parametrize("key, value, message", [("reservation", "foo", "Requested reservation is invalid"),
+                                                 ("licenses", "foo:1", "Invalid license specification")])
+def test_reservations_and_licenses_are_refused_as_slurm(cluster, tmp_path, key, value, message):
+    # Slurm 22.05 (peer): `sbatch --reservation=foo` -> "Batch job submission failed: Requested
+    # reservation is invalid"; `-L foo:1` -> "... Invalid license specification" (exit 1);
+    # batchd has neither, so every name is unknown (it accepted and ignored them)
+    svc, _ctl, store = cluster
+    with pytest.raises(SubmitError, match=f"^{message}$"):
+        submit(svc, tmp_path, **{key: value})
+    assert store.list_jobs() == []
+
+
+@pytest.mark.parametrize("sig", [9, 10, 11])
+def test_a_batch_shell_ended_by_a_signal_is_a_cancelled_step(cluster, tmp_path, sig):
+    # Slurm 22.05 (peer, 2026-12-04): `sbatch --wrap 'kill -KILL $$'` (and -USR1, -SEGV) ->
+    # sacct: N FAILED 0:SIG, N.batch CANCELLED 0:SIG (batchd had FAILED for SIGKILL)
+    svc, ctl, store = cluster
+    jid = _running(svc, ctl, tmp_path)
+    job = store.get_job(jid)
+    assert job is not None
+    end_run(store, job, "FAILED", 0, sig, job.start_time or time.time(), time.time(), None, job.restarts)
+    rows = {r["job_id"]: r for r in svc.accounting(ME, {"ids": str(jid)})["records"]}
+    assert (rows[str(jid)]["state"], rows[str(jid)]["exit_code"]) == ("FAILED", f"0:{sig}")
+    assert (rows[f"{jid}.batch"]["state"], rows[f"{jid}.batch"]["exit_code"]) == ("CANCELLED", f"0:{sig}")
+
+
 def test_requeue_of_a_no_requeue_job_is_refused_as_slurm(cluster, tmp_path):
     # Slurm 22.05 (peer, 2026-12-04): `sbatch --no-requeue`, then `scontrol requeue N` ->
     # "Requested operation is presently disabled for job N", exit 1, the job still RUNNING

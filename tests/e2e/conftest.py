@@ -125,7 +125,9 @@ def merge_toml(base: str, extra: str) -> str:
     for block in blocks[1:]:
         header, _, body = block.partition("\n")
         tag = f"[{header}"
-        if f"\n{tag}\n" in out:
+        if tag.startswith("[["):  # an array of tables: always a new entry ([[partition]], [[node]])
+            out = out.rstrip("\n") + f"\n{tag}\n{body.rstrip()}\n"
+        elif f"\n{tag}\n" in out:
             out = out.replace(f"\n{tag}\n", f"\n{tag}\n{body.rstrip()}\n", 1)
         else:
             first = out.index("\n[")

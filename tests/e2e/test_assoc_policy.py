@@ -75,6 +75,15 @@ def test_submit_limit_job_limit_and_budget(cluster, tmp_path):
     assert (j["state"], j["reason"]) == ("PENDING", "AssocGrpGRESMinutes")
     why = cluster.run("batchd", "why", str(t2)).stdout
     assert "AssocGrpGRESMinutes" in why and "budget gres/gpu" in why and "(used up)" in why, why
+    # batchd report says so: the budget's use in its period, in JSON and in the table's footer
+    import json
+    rep = json.loads(cluster.run("batchd", "report", "--json").stdout)
+    tight = [b for b in rep["budgets"] if b["account"] == "tight"]
+    assert len(tight) == 1 and tight[0]["exhausted"] and tight[0]["tres"] == "gres/gpu", rep["budgets"]
+    assert tight[0]["used_minutes"] >= 0.02 and tight[0]["period"] == "month"
+    table = cluster.run("batchd", "report").stdout
+    assert "Budget tight gres/gpu:" in table and "used up" in table, table
+    assert "Budget big gres/gpu: 0.0 of 2,000.0 GPU-hours used this month (0.0%)" in table, table
     # sshare's GrpTRESMins column shows an account's budget (Slurm's layout)
     out = cluster.run("sshare", "-A", "big", "-l", "-P", "-o", "Account,User,GrpTRESMins").stdout.splitlines()
     assert out[0] == "Account|User|GrpTRESMins" and out[1] == "big||gres/gpu=120000", out

@@ -190,3 +190,19 @@ def test_daemon_dropping_the_connection_is_one_line(read_first, tmp_path, monkey
     err = capsys.readouterr().err
     assert e.value.code == 1 and err.startswith("sbatch: error: ") and err.count("\n") == 1
     srv.close()
+
+
+def test_ignored_options_warn_once_each(daemon, monkeypatch, capsys):
+    # issue 15: Slurm accepts --mail-type/--mail-user/--container silently; batchd ignores them,
+    # so it says so (the job is still submitted, exit 0)
+    rc, out, err = run(["--mail-type=END", "--mail-user=a@b", "--container=/x", "--wrap", "true"],
+                       daemon, monkeypatch, capsys)
+    assert (rc, out) == (0, "Submitted batch job 42\n")
+    assert err.splitlines() == ["sbatch: warning: --mail-type is ignored: batchd sends no mail",
+                                "sbatch: warning: --mail-user is ignored: batchd sends no mail",
+                                "sbatch: warning: --container is ignored: batchd runs no OCI containers"]
+    # -L reaches the daemon, which refuses it as Slurm refuses an unknown license
+    rc, _out, err = run(["-L", "foo:1", "--wrap", "true"], daemon, monkeypatch, capsys)
+    assert (rc, err) == (1, "sbatch: error: Batch job submission failed: Invalid license specification\n")
+    rc, _out, err = run(["--reservation=foo", "--wrap", "true"], daemon, monkeypatch, capsys)
+    assert (rc, err) == (1, "sbatch: error: Batch job submission failed: Requested reservation is invalid\n")
