@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from sqlalchemy import func, insert, select, union_all
+from sqlalchemy import func, insert, or_, select, union_all
 
 from batchd.accounting.prices import DAY_S, HOUR_S, Price
 from batchd.store import Store
@@ -444,18 +444,25 @@ def gpu_hour_bounds(store: Store, start: int) -> dict[tuple[int, str], tuple[flo
 def gpu_edges_in(store: Store, hours: list[int], accounts: Iterable[str] | None = None
                  ) -> dict[str, list[tuple[int, float]]]:
     """The edges (time, change of the gres/gpu count held) of rolled-up runs that start
-    or end inside those whole hours, per account (of `accounts` only, where given)."""
+    or end inside those whole hours, per account (of `accounts` only, where given). One
+    pass over the ledger: a run is read once for both its edges."""
     L = RollupLedger
     out: dict[str, list[tuple[int, float]]] = defaultdict(list)
     if not hours:
         return {}
+    want = sorted(set(hours))
+    # IN lists of hours (SQLite and PostgreSQL look them up, not scan them, per row)
+    q = select(L.account, L.start_s, L.end_s, L.gpu_n).where(
+        L.gpu_n > 0, L.end_s > L.start_s,
+        or_((L.start_s - L.start_s % HOUR_S).in_(want), (L.end_s - L.end_s % HOUR_S).in_(want)))
+    if accounts is not None:
+        q = q.where(L.account.in_(sorted(accounts)))
+    inside = set(want)
     with store.tx() as s:
-        for col, sign in ((L.start_s, 1.0), (L.end_s, -1.0)):
-            # one IN list of hours (SQLite and PostgreSQL look it up, not scan it, per row)
-            q = select(L.account, col, L.gpu_n).where(L.gpu_n > 0, L.end_s > L.start_s,
-                                                      (col - col % HOUR_S).in_(sorted(hours)))
-            if accounts is not None:
-                q = q.where(L.account.in_(sorted(accounts)))
-            for acct, t, n in s.execute(q):
-                out[acct].append((int(t), sign * float(n)))
+        for acct, st, en, n in s.execute(q):
+            st, en, n = int(st), int(en), float(n)
+            if st - st % HOUR_S in inside:
+                out[acct].append((st, n))
+            if en - en % HOUR_S in inside:
+                out[acct].append((en, -n))
     return dict(out)
