@@ -56,7 +56,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from batchd import arrayspec, dependency, tres
+from batchd import arrayspec, dependency, nofit, tres
 from batchd.errors import SubmitError
 from batchd.gres import parse_node_gpus
 
@@ -64,8 +64,8 @@ NODE_CONFIG = "Requested node configuration is not available"
 GRES_INVALID = "Invalid generic resource (gres) specification"
 
 
-def _reject(message: str, code: str = "SubmitRejected") -> SubmitError:
-    return SubmitError(message, exit_code=1, code=code)
+def _reject(message: str, code: str = "SubmitRejected", detail: str | None = None) -> SubmitError:
+    return SubmitError(message, exit_code=1, code=code, detail=detail)
 
 
 def _check_node_names(spec: dict, cluster: dict) -> None:
@@ -243,6 +243,26 @@ def _fit(nodes: list[dict], per_task: dict[str, float], mem_node: int | None, ta
     return sum(hosts) >= tasks
 
 
+def _refuse_no_fit(spec: dict, cluster: dict, part: dict, pnodes: list[dict], per_task: dict[str, float],
+                   mem_node: int | None, tasks: int, nodes: int | None, tasks_per_node: int | None) -> None:
+    """Refuse a request no node of the partition can hold with Slurm's words and batchd's
+    reason (`batchd.nofit`): GPUs and CPUs before memory, so that `-c 65` is not called a
+    memory problem because its default memory per CPU is too much too."""
+    if not pnodes:
+        raise _reject(NODE_CONFIG, "NodeConfigUnavailable")
+    per_node_tasks = tasks_per_node or (math.ceil(tasks / nodes) if nodes else tasks)
+    others = [n for n in cluster.get("nodes") or [] if n["name"] not in set(part.get("nodes") or [])]
+    why = nofit.explain(pnodes, others, per_task, tasks, bool(nodes or tasks_per_node), per_node_tasks,
+                        part["name"])
+    if why is not None and why[0] == "mem":
+        detail = why[1]
+        if mem_node is None and not any(spec.get(k) is not None for k in ("mem_per_cpu_mb", "mem_per_gpu_mb")):
+            detail += (f"; {int(cluster.get('def_mem_per_cpu_mb', 1024))}M per CPU by default, "
+                       "--mem or --mem-per-cpu asks for less")
+        raise _reject(NODE_CONFIG, "MemoryNotSatisfiable", detail)
+    raise _reject(NODE_CONFIG, "NodeConfigUnavailable", why[1] if why else None)
+
+
 def _tres(cluster: dict, totals: dict[str, float]) -> tuple[str, float]:
     """(ReqTRES string in scontrol order, billing) with the cluster's billing weights."""
     weights = tres.parse_billing_weights(cluster.get("billing_weights") or "")
@@ -306,10 +326,7 @@ def resolve(spec: dict, cluster: dict, user: str, uid: int,
         if gpu_per_task * per_node_tasks > shards:
             raise _reject(NODE_CONFIG, "NodeConfigUnavailable")
     if not pnodes or not _fit(pnodes, per_task, mem_node, tasks, nodes, tasks_per_node):
-        if "mem" in per_task and pnodes and mem_node is None and \
-                per_task["mem"] * per_node_tasks > max(n.get("memory_mb", 0) for n in pnodes):
-            raise _reject(NODE_CONFIG, "MemoryNotSatisfiable")
-        raise _reject(NODE_CONFIG, "NodeConfigUnavailable")
+        _refuse_no_fit(spec, cluster, part, pnodes, per_task, mem_node, tasks, nodes, tasks_per_node)
     task_ids, max_running = None, None
     if spec.get("array"):
         try:

@@ -14,7 +14,9 @@ caller's uid/gid from SO_PEERCRED. Every error reply has the envelope
 
 and an HTTP status >= 400. `message` is printed by the command as `<prog>: error: <message>`
 (sbatch prints `sbatch: error: Batch job submission failed: <message>` for submit
-rejections, as Slurm does); `exit` is the exit code Slurm uses for that case.
+rejections, as Slurm does); `exit` is the exit code Slurm uses for that case. An optional
+`"detail"` is batchd's own explanation (which GPU types exist, the most CPUs a node has); the
+command prints it as a further `<prog>: error: <detail>` line after Slurm's.
 
 Checked at the door: every request is checked against its route's schema
 (`batchd/wire_requests.py`, daemon side only; the rules engine is `batchd/wire.py`)

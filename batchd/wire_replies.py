@@ -75,7 +75,8 @@ PARTITION_VIEW = _view({
 
 DONE = _view({"done": STRS, "errors": List(_view({"id": S, "message": S}, ("id", "message")), max_items=_BIG)},
              ("done", "errors"))
-ERROR = Obj({"error": Obj({"code": S, "message": S, "exit": Int(0, 255)}, required=("code", "message", "exit"))},
+ERROR = Obj({"error": Obj({"code": S, "message": S, "exit": Int(0, 255), "detail": S},
+                          required=("code", "message", "exit"))},
             required=("error",))
 FREE = Obj({}, unknown="allow")
 

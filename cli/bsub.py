@@ -385,6 +385,8 @@ def submit(spec: dict, request: Callable[..., dict]) -> dict:
             fail(f"{spec.get('account') or 'default'}: No such queue, or you may not submit to it")
         if e.code == "InvalidNice":
             fail("-sp: only administrators may give a job a priority above 50")
+        if e.detail:  # batchd's explanation (GPU types here, the most CPUs a host has)
+            fail(f"{e.message}: {e.detail}")
         fail(e.message)
     return None
 

@@ -19,12 +19,13 @@ RETRY_S = 5.0  # how long a refused connect or a TooManyConnections reply is ret
 class DaemonError(Exception):
     """The daemon answered with an error envelope."""
 
-    def __init__(self, code, message, exit_code=1, status=400):
+    def __init__(self, code, message, exit_code=1, status=400, detail=None):
         super().__init__(message)
         self.code = code
         self.message = message
         self.exit_code = exit_code
         self.status = status
+        self.detail = detail  # batchd's explanation after Slurm's message, or None
 
 
 class Unreachable(Exception):
@@ -134,7 +135,7 @@ def request(method, path, body=None, query=None, timeout=60.0):
     if status >= 400:
         err = payload.get("error", {})
         raise DaemonError(err.get("code", "Error"), err.get("message", f"HTTP {status}"),
-                          err.get("exit", 1), status)
+                          err.get("exit", 1), status, err.get("detail"))
     return payload
 
 

@@ -309,6 +309,9 @@ def submit(spec, request):
         pre = PRE_LINES.get(e.code)
         if pre:
             sys.stderr.write(f"{PROG}: error: {pre.format(**{'partition': spec.get('partition')})}\n")
+        if e.detail:  # batchd's explanation on its own line, after Slurm's
+            sys.stderr.write(f"{PROG}: error: Batch job submission failed: {e.message}\n")
+            _err(e.detail, e.exit_code or 1)
         _err(f"Batch job submission failed: {e.message}", e.exit_code or 1)
     return None
 

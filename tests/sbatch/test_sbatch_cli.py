@@ -206,3 +206,21 @@ def test_ignored_options_warn_once_each(daemon, monkeypatch, capsys):
     assert (rc, err) == (1, "sbatch: error: Batch job submission failed: Invalid license specification\n")
     rc, _out, err = run(["--reservation=foo", "--wrap", "true"], daemon, monkeypatch, capsys)
     assert (rc, err) == (1, "sbatch: error: Batch job submission failed: Requested reservation is invalid\n")
+
+
+NODE_CONFIG_LINE = "sbatch: error: Batch job submission failed: Requested node configuration is not available"
+
+
+@pytest.mark.parametrize("args, why", [
+    # Slurm 22.05's line (tests/compat/recorded/errors_slurm2205.json), then batchd's reason
+    (["--gres=gpu:nonexistent:1"], "sbatch: error: no node of partition gpu offers gres/gpu:nonexistent; "
+                                   "GPU types there: h200"),
+    (["--gres=gpu:8"], "sbatch: error: 8 GPUs asked on one node; the most on one node of partition gpu is "
+                       "4 (vm), 4 in the partition"),
+    # -c 65 said "Memory specification can not be satisfied" (its default memory per CPU)
+    (["-c", "65"], "sbatch: error: 65 CPUs asked on one node; the most on one node of partition gpu is 16 (vm)"),
+], ids=["gpu-type", "gpu-count", "cpus"])
+def test_refusals_say_why_after_slurms_line(daemon, monkeypatch, capsys, args, why):
+    rc, out, err = run([*args, "--wrap", "true"], daemon, monkeypatch, capsys)
+    assert (rc, out) == (1, "")
+    assert err.splitlines() == [NODE_CONFIG_LINE, why]
