@@ -201,6 +201,9 @@ def test_ignored_options_warn_once_each(daemon, monkeypatch, capsys):
     assert err.splitlines() == ["sbatch: warning: --mail-type is ignored: batchd sends no mail",
                                 "sbatch: warning: --mail-user is ignored: batchd sends no mail",
                                 "sbatch: warning: --container is ignored: batchd runs no OCI containers"]
+    # SBATCH_CONTAINER (Slurm accepts it as --container) warns the same way
+    rc, out, err = run(["--wrap", "true"], daemon, monkeypatch, capsys, extra_env={"SBATCH_CONTAINER": "/x"})
+    assert (rc, err) == (0, "sbatch: warning: --container is ignored: batchd runs no OCI containers\n")
     # -L reaches the daemon, which refuses it as Slurm refuses an unknown license
     rc, _out, err = run(["-L", "foo:1", "--wrap", "true"], daemon, monkeypatch, capsys)
     assert (rc, err) == (1, "sbatch: error: Batch job submission failed: Invalid license specification\n")
