@@ -14,6 +14,8 @@ a whole against the partition. Pure: nodes are the cluster dicts of `batchd.jobs
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from batchd.gres import is_profile
 
 
@@ -21,7 +23,7 @@ def _num(x: float) -> str:
     return f"{x:g}"
 
 
-def _most(values: list[tuple[float, str]]) -> tuple[float, str]:
+def _most(values: Sequence[tuple[float, str]]) -> tuple[float, str]:
     """(the largest value, the nodes that have it: up to three names, then "and N more")."""
     best = max((v for v, _n in values), default=0)
     names = sorted(n for v, n in values if v == best)
@@ -53,7 +55,7 @@ def explain(nodes: list[dict], other_nodes: list[dict], per_task: dict[str, floa
     for key, need in per_task.items():
         if not key.startswith("gres/gpu") or need <= 0:
             continue
-        have = [(c.get(key, 0), n["name"]) for c, n in zip(caps, nodes, strict=True)]
+        have = [(float(c.get(key, 0)), str(n["name"])) for c, n in zip(caps, nodes, strict=True)]
         if key != "gres/gpu" and not any(v for v, _n in have):
             elsewhere = sorted(n["name"] for n in other_nodes if node_gpu_capacity(n).get(key))
             also = f" (node {', '.join(elsewhere[:3])} outside it has)" if elsewhere else ""
@@ -68,7 +70,7 @@ def explain(nodes: list[dict], other_nodes: list[dict], per_task: dict[str, floa
             return "gpu", f"{_num(need * tasks)} {what} asked in all; {scope} has {_num(total)}"
     for key, unit, what in (("cpu", "", "CPUs"), ("mem", "M", "memory")):
         need = per_task.get(key, 0)
-        have = [(float(n.get("cpus" if key == "cpu" else "memory_mb", 0)), n["name"]) for n in nodes]
+        have = [(float(n.get("cpus" if key == "cpu" else "memory_mb", 0)), str(n["name"])) for n in nodes]
         best, where = _most(have)
         total = sum(v for v, _n in have)
         if need * on_node > best:
