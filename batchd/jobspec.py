@@ -68,7 +68,7 @@ def _reject(message: str, code: str = "SubmitRejected", detail: str | None = Non
     return SubmitError(message, exit_code=1, code=code, detail=detail)
 
 
-def _check_node_names(spec: dict, cluster: dict) -> None:
+def check_node_names(spec: dict, cluster: dict) -> None:
     """`-w`/`-x` naming a node the cluster does not have: Slurm 22.05 refuses the job with
     `Invalid node name specified` (recorded from the peer for `-w gpu09`, `-x gpu09` and
     `-w vm,gpu09`); a list that does not parse is refused the same way."""
@@ -277,7 +277,7 @@ def resolve(spec: dict, cluster: dict, user: str, uid: int,
     (see `batchd.dependency.evaluate`), when given, lets `afterok`/`afternotok` on an
     unknown job be refused as Slurm does."""
     part = _partition(spec, cluster)
-    _check_node_names(spec, cluster)
+    check_node_names(spec, cluster)
     # batchd has no reservations and no licenses: any name is unknown (Slurm 22.05's words)
     if spec.get("reservation"):
         raise _reject("Requested reservation is invalid", "InvalidReservation")

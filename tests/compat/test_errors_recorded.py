@@ -62,12 +62,6 @@ DIFFERENT = {
                                             "of partition gpu is 16 (vm)\n"),
     "sbatch_cpus_17_reason": (1, "", NODE_CONFIG + "sbatch: error: 17 CPUs asked on one node; the most on one "
                                                    "node of partition gpu is 16 (vm)\n"),
-    # batchd cannot change a submitted job's node lists (README); Slurm's answer for an
-    # unknown name is "Invalid node name specified for job N"
-    "scontrol_update_nodelist_unknown": (0, "rc=1\n", "Update of this parameter is not supported: "
-                                                      "NodeList=gpu09\nRequest aborted\n"),
-    "scontrol_update_exclude_unknown": (0, "rc=1\n", "Update of this parameter is not supported: "
-                                                     "ExcNodeList=gpu09\nRequest aborted\n"),
 }
 
 
