@@ -228,8 +228,8 @@ def build(argv, environ, stdin=None, cwd=None):
         default_name = None
     check_script(script)
     try:
-        from_script, _ = parse(PROG, directives(script), so.TABLE)
-        from_env, _ = parse(PROG, so.env_argv(environ), so.TABLE)
+        from_script, _ = parse(PROG, directives(script), so.TABLE, exit_code=255)
+        from_env, _ = parse(PROG, so.env_argv(environ), so.TABLE, exit_code=255)
     except OptionError as e:
         _die(e)
     merged = dict(from_script)

@@ -79,6 +79,10 @@ CASES: list[tuple[str, str]] = [
     ("squeue_unknown_option", "squeue --no-such-option"),
     ("sbatch_ambiguous_option", "sbatch --mail true"),
     ("sbatch_missing_argument", "sbatch --wrap"),
+    ("sbatch_directive_unknown_option", "printf '#!/bin/sh\\n#SBATCH --bogus\\ntrue\\n' > d.sh; sbatch -H d.sh"),
+    ("sbatch_directive_mail_type_bad", "printf '#!/bin/sh\\n#SBATCH --mail-type=bogus\\ntrue\\n' > d.sh; sbatch -H d.sh"),
+    ("sbatch_directive_mail_container",
+     "printf '#!/bin/sh\\n#SBATCH --mail-type=END\\n#SBATCH --container=/tmp\\ntrue\\n' > d.sh; sbatch -H d.sh"),
 ]
 
 

@@ -47,6 +47,8 @@ WARNED = {
     "sbatch_mail_user": "sbatch: warning: --mail-user is ignored: batchd sends no mail\n",
     "sbatch_container": "sbatch: warning: --container is ignored: batchd runs no OCI containers\n",
     "sbatch_container_env": "sbatch: warning: --container is ignored: batchd runs no OCI containers\n",
+    "sbatch_directive_mail_container": "sbatch: warning: --mail-type is ignored: batchd sends no mail\n"
+                                       "sbatch: warning: --container is ignored: batchd runs no OCI containers\n",
 }
 # (rc, stdout, stderr) batchd gives instead, and why
 DIFFERENT = {
