@@ -169,7 +169,10 @@ def test_bad_options(daemon, capsys):
     rc, _, err = run(["-O", "NoSuchField"], capsys)
     assert rc == 1 and "Invalid job format specification: NoSuchField" in err
     rc, _, err = run(["-t", "nonsense"], capsys)
-    assert rc == 1 and "Invalid job state specified: nonsense" in err
+    # Slurm 22.05 (peer): the valid states follow on a line of their own, then a blank line
+    assert rc == 1 and err == ("squeue: error: Invalid job state specified: nonsense\n"
+                               f"squeue: error: Valid job states include: {squeue.VALID_STATES}\n\n")
+    assert squeue.VALID_STATES.startswith("PENDING,RUNNING,SUSPENDED,") and squeue.VALID_STATES.endswith(",STOPPED")
     rc, _, err = run(["-j", "12,abc"], capsys)
     assert rc == 1 and err == "squeue: error: Invalid job id: abc\n"
     assert daemon.calls == []

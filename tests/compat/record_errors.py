@@ -31,7 +31,13 @@ CASES: list[tuple[str, str]] = [
     ("squeue_user_unknown", "squeue -u nosuchuser"),
     ("squeue_user_mixed", "squeue -u root,nosuchuser"),
     ("squeue_user_two_unknown", "squeue -u nosuchuser,otheruser"),
+    ("squeue_state_unknown", "squeue -t BOGUS"),
+    ("squeue_state_mixed", "squeue -t pending,BOGUS"),
     # 2. -w / -x with a node the cluster does not have
+    ("squeue_nodelist_unknown", "squeue -w gpu09"),
+    ("squeue_nodelist_mixed", "squeue -w vm,gpu09"),
+    ("squeue_nodelist_range", "squeue -w 'gpu[01-02]'"),
+    ("squeue_nodelist_known", "squeue -w vm"),
     ("sbatch_nodelist_unknown", "sbatch -H -w gpu09 --wrap true"),
     ("sbatch_exclude_unknown", "sbatch -H -x gpu09 --wrap true"),
     ("sbatch_nodelist_mixed", "sbatch -H -w vm,gpu09 --wrap true"),
