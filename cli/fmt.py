@@ -178,7 +178,7 @@ def fmt_mem(mb: int | str | None) -> str:
         return "0"
     units = "MGTPE"
     i = 0
-    while num >= 1024 and int(num) % 512 == 0 and i < len(units) - 1:
+    while num >= 1024 and num == int(num) and int(num) % 512 == 0 and i < len(units) - 1:
         num /= 1024
         i += 1
     return f"{int(num)}{units[i]}" if num == int(num) else f"{num:.2f}{units[i]}"

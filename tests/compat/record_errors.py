@@ -72,6 +72,8 @@ CASES: list[tuple[str, str]] = [
     ("scontrol_min_memory_1536",
      "J=$(sbatch -H --parsable --mem=1536M --wrap true); scontrol show job $J | grep -o 'MinMemoryNode=[^ ]*'; "
      "scancel $J"),
+    ("scontrol_tres_1536",
+     "J=$(sbatch -H --parsable --mem=1536M --wrap true); scontrol show job $J | grep -o 'TRES=[^ ]*'; scancel $J"),
     # scontrol update of the node lists of a pending job
     ("scontrol_update_nodelist_unknown",
      "J=$(sbatch -H --parsable --wrap true); scontrol update JobId=$J NodeList=gpu09; echo rc=$?; scancel $J"),
