@@ -241,7 +241,7 @@ class JobChanges:
             if lists:
                 # NodeList=/ExcNodeList= (-w/-x of a pending job): names the cluster has, as at submit
                 try:
-                    check_node_names(lists, self.cluster_info(j.user))
+                    check_node_names(lists, self.cluster_info(j.user), overlap=False)
                 except SubmitError as e:
                     errors.append({"id": j.display_id, "message": e.message})
                     continue

@@ -68,10 +68,11 @@ def _reject(message: str, code: str = "SubmitRejected", detail: str | None = Non
     return SubmitError(message, exit_code=1, code=code, detail=detail)
 
 
-def check_node_names(spec: dict, cluster: dict) -> None:
+def check_node_names(spec: dict, cluster: dict, overlap: bool = True) -> None:
     """`-w`/`-x` naming a node the cluster does not have: Slurm 22.05 refuses the job with
     `Invalid node name specified` (recorded from the peer for `-w gpu09`, `-x gpu09` and
-    `-w vm,gpu09`); a list that does not parse is refused the same way."""
+    `-w vm,gpu09`); a list that does not parse is refused the same way, and so is a node both
+    required and excluded (`-w vm -x vm`) unless `overlap` is False (an update)."""
     from batchd.hostlist import expand
 
     known = {n["name"] for n in cluster.get("nodes") or []}
@@ -84,6 +85,11 @@ def check_node_names(spec: dict, cluster: dict) -> None:
         except ValueError:
             raise _reject("Invalid node name specified", "InvalidNodeName") from None
         if any(n not in known for n in names):
+            raise _reject("Invalid node name specified", "InvalidNodeName")
+    if spec.get("nodelist") and spec.get("exclude") and overlap:
+        # `-w vm -x vm` at submit: Slurm 22.05 says the same (recorded); a later `scontrol
+        # update ExcNodeList=` that excludes a required node is taken, as in Slurm
+        if set(expand(str(spec["nodelist"]), limit)) & set(expand(str(spec["exclude"]), limit)):
             raise _reject("Invalid node name specified", "InvalidNodeName")
 
 

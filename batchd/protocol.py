@@ -148,6 +148,7 @@ nodes: int; node_list: str; ntasks: int; cpus: int; mem_mb: int
 tres_req, tres_alloc: str (Slurm's "cpu=2,mem=4G,node=1,billing=6,gres/gpu=2")
 gres: {node: [gpu indices]} ; gpus_str: "gpu:h200:2(IDX:0-1)"
 workdir, stdout, stderr, command: str; dependency: str | None; requeue: bool; restarts: int
+req_node_list, exc_node_list: str | None   -w / -x as given (scontrol's ReqNodeList/ExcNodeList)
   (dependency as squeue %E / scontrol print it: one item per job with its status,
   "afterany:63(unfulfilled),afterany:65(failed)", "singleton(unfulfilled)"; None once satisfied)
 exit_code: str ("0:0"); derived_exit_code: str; comment: str | None; batch_host: str | None

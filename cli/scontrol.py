@@ -128,7 +128,7 @@ def job_lines(j: dict, details: bool = False) -> list[str]:
         f"   SuspendTime=None SecsPreSuspend=0 LastSchedEval={_ts(g('last_sched_eval') or g('submit_time'))} "
         f"Scheduler=Main",
         f"   Partition={g('partition')} AllocNode:Sid={g('alloc_node') or 'localhost'}:{g('alloc_sid') or 0}",
-        "   ReqNodeList=(null) ExcNodeList=(null)",
+        f"   ReqNodeList={g('req_node_list') or '(null)'} ExcNodeList={g('exc_node_list') or '(null)'}",
         f"   NodeList={g('node_list') or ''}",
     ]
     if g("batch_host") and started:

@@ -41,6 +41,11 @@ CASES: list[tuple[str, str]] = [
     ("sbatch_nodelist_unknown", "sbatch -H -w gpu09 --wrap true"),
     ("sbatch_exclude_unknown", "sbatch -H -x gpu09 --wrap true"),
     ("sbatch_nodelist_mixed", "sbatch -H -w vm,gpu09 --wrap true"),
+    ("sbatch_nodelist_excluded", "sbatch -H -w vm -x vm --wrap true"),
+    ("scontrol_req_exc_node_list",
+     "J=$(sbatch -H --parsable -w vm --wrap true); scontrol show job $J | grep -o 'ReqNodeList=.*'; "
+     "scontrol update JobId=$J ExcNodeList=vm; echo rc=$?; scontrol show job $J | grep -o 'ReqNodeList=.*'; "
+     "scancel $J"),
     # 3. GPUs no node offers (not held, as in 4.)
     ("sbatch_gres_type_unknown_held", "sbatch -H --gres=gpu:nonexistent:1 --wrap true"),
     ("sbatch_gres_type_unknown", "sbatch --gres=gpu:nonexistent:1 --wrap true"),

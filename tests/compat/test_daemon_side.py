@@ -167,6 +167,12 @@ def test_update_of_node_lists_checks_names_as_submit(cluster, tmp_path):
     assert (job.spec["nodelist"], job.spec["exclude"]) == (known, None)
     assert svc.update(ME, [str(jid)], {"nodelist": None})["done"] == [str(jid)]  # NodeList= clears it
     assert store.list_jobs()[0].spec["nodelist"] is None
+    # a required node excluded later is taken, as in Slurm (only the submit refuses `-w vm -x vm`)
+    assert svc.update(ME, [str(jid)], {"nodelist": known, "exclude": known})["done"] == [str(jid)]
+    view = svc.list_jobs({})["jobs"][0]
+    assert (view["req_node_list"], view["exc_node_list"]) == (known, known)  # ReqNodeList=, ExcNodeList=
+    with pytest.raises(SubmitError, match="^Invalid node name specified$"):
+        submit(svc, tmp_path, nodelist=known, exclude=known)
     store.update_job(jid, None, state="RUNNING")
     reply = svc.update(ME, [str(jid)], {"exclude": known})
     assert reply["errors"] == [{"id": str(jid), "message": "Job is no longer pending execution"}]
