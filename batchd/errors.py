@@ -2,9 +2,9 @@
 status for the wire, and the exit code Slurm's command would use (`exit`).
 
 The API layer turns any `BatchdError` into the envelope of `batchd/protocol.py`:
-`{"error": {"code", "message", "exit"}}`, plus `"detail"` when the error carries batchd's
-explanation beside Slurm's message (the commands print it on a line after Slurm's, so that
-scripts matching Slurm's first line still match).
+`{"error": {"code", "message", "exit"}}`, plus `"detail"` when the error explains itself
+beyond Slurm's words: the commands print it on a line of its own after Slurm's message, so
+that scripts matching Slurm's line still match.
 """
 
 
@@ -17,14 +17,14 @@ class BatchdError(Exception):
                  detail: str | None = None):
         super().__init__(message)
         self.message = message
-        self.detail = detail
+        self.detail = detail  # batchd's own explanation, printed after Slurm's message
         if exit_code is not None:
             self.exit_code = exit_code
         if code is not None:
             self.code = code
 
     def envelope(self) -> dict:
-        err = {"code": self.code, "message": self.message, "exit": self.exit_code}
+        err: dict = {"code": self.code, "message": self.message, "exit": self.exit_code}
         if self.detail:
             err["detail"] = self.detail
         return {"error": err}

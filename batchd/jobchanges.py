@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 from batchd.assocpolicy import Effective
 from batchd.caller import Caller
 from batchd.config import Config
-from batchd.errors import InvalidRequest
+from batchd.errors import InvalidRequest, SubmitError
 from batchd.jobfilter import filter_jobs
+from batchd.jobspec import check_node_names
 from batchd.model import Job
 from batchd.store import ACTIVE_STATES, Store
 
@@ -181,7 +182,8 @@ class JobChanges:
         QOS, begin time. A time limit an administrator sets may exceed the partition's
         MaxTime (the job's request keeps `time_limit_admin`); a new limit of a running job
         reaches its supervisor through the node agent (`batchd.agent`)."""
-        allowed = {"time_limit_s", "nice", "account", "name", "comment", "partition", "qos", "begin_time"}
+        allowed = {"time_limit_s", "nice", "account", "name", "comment", "partition", "qos", "begin_time",
+                   "nodelist", "exclude"}
         bad = set(changes) - allowed
         if bad:
             raise InvalidRequest(f"Update of {sorted(bad)[0]} is not supported")
@@ -198,7 +200,8 @@ class JobChanges:
             if "nice" in vals and int(vals["nice"]) < 0 and not admin:
                 errors.append({"id": j.display_id, "message": "Access/permission denied"})
                 continue
-            if j.state != "PENDING" and set(vals) & {"account", "partition", "qos", "begin_time"}:
+            if j.state != "PENDING" and set(vals) & {"account", "partition", "qos", "begin_time", "nodelist",
+                                                     "exclude"}:
                 errors.append({"id": j.display_id, "message": "Job is no longer pending execution"})
                 continue
             if "time_limit_s" in vals:
@@ -234,6 +237,15 @@ class JobChanges:
                     errors.append({"id": j.display_id,
                                    "message": "Invalid account or account/partition combination specified"})
                     continue
+            lists = {k: vals.pop(k) for k in ("nodelist", "exclude") if k in vals}
+            if lists:
+                # NodeList=/ExcNodeList= (-w/-x of a pending job): names the cluster has, as at submit
+                try:
+                    check_node_names(lists, self.cluster_info(j.user), overlap=False)
+                except SubmitError as e:
+                    errors.append({"id": j.display_id, "message": e.message})
+                    continue
+                vals["spec"] = {**j.spec, **lists}
             if "begin_time" in vals:
                 # StartTime=: the new begin time is the job's EligibleTime too (Slurm)
                 begin = float(vals["begin_time"]) if vals["begin_time"] is not None else None

@@ -56,7 +56,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from batchd import arrayspec, dependency, tres
+from batchd import arrayspec, dependency, nofit, tres
 from batchd.errors import SubmitError
 from batchd.gres import parse_node_gpus
 
@@ -68,10 +68,11 @@ def _reject(message: str, code: str = "SubmitRejected", detail: str | None = Non
     return SubmitError(message, exit_code=1, code=code, detail=detail)
 
 
-def _check_node_names(spec: dict, cluster: dict) -> None:
+def check_node_names(spec: dict, cluster: dict, overlap: bool = True) -> None:
     """`-w`/`-x` naming a node the cluster does not have: Slurm 22.05 refuses the job with
     `Invalid node name specified` (recorded from the peer for `-w gpu09`, `-x gpu09` and
-    `-w vm,gpu09`); a list that does not parse is refused the same way."""
+    `-w vm,gpu09`); a list that does not parse is refused the same way, and so is a node both
+    required and excluded (`-w vm -x vm`) unless `overlap` is False (an update)."""
     from batchd.hostlist import expand
 
     known = {n["name"] for n in cluster.get("nodes") or []}
@@ -84,6 +85,11 @@ def _check_node_names(spec: dict, cluster: dict) -> None:
         except ValueError:
             raise _reject("Invalid node name specified", "InvalidNodeName") from None
         if any(n not in known for n in names):
+            raise _reject("Invalid node name specified", "InvalidNodeName")
+    if spec.get("nodelist") and spec.get("exclude") and overlap:
+        # `-w vm -x vm` at submit: Slurm 22.05 says the same (recorded); a later `scontrol
+        # update ExcNodeList=` that excludes a required node is taken, as in Slurm
+        if set(expand(str(spec["nodelist"]), limit)) & set(expand(str(spec["exclude"]), limit)):
             raise _reject("Invalid node name specified", "InvalidNodeName")
 
 
@@ -214,33 +220,6 @@ def _time(spec: dict, part: dict, qos_rec: dict) -> tuple[int | None, int | None
     return (None if t is None else int(t)), tmin
 
 
-def _no_fit_detail(nodes: list[dict], per_task: dict[str, float], per_node_tasks: int, part: str) -> str | None:
-    """batchd's explanation of a request no node of partition `part` can hold: the GPU type
-    that no node offers (and the types there are), or the most GPUs or CPUs one node has;
-    None when neither is the cause."""
-    caps = [(nd["name"], node_gpu_capacity(nd), nd.get("cpus", 0)) for nd in nodes]
-    for key, need in per_task.items():
-        if not key.startswith("gres/gpu") or need <= 0:
-            continue
-        per_node = need * per_node_tasks
-        have = [(c.get(key, 0), name) for name, c, _cpus in caps]
-        if key != "gres/gpu" and not any(h for h, _n in have):
-            types = sorted({k[9:] for _n, c, _cpus in caps for k in c if k.startswith("gres/gpu:")})
-            return (f"no node of partition {part} offers {key}; GPU types there: "
-                    f"{', '.join(types) if types else 'none'}")
-        best, where = max(have, default=(0, ""))
-        if best < per_node:
-            total = sum(h for h, _n in have)
-            what = key if key != "gres/gpu" else "GPUs"
-            return (f"{per_node:g} {what} on one node asked; the most on one node of partition {part} is "
-                    f"{best:g} ({where}), {total:g} in the partition")
-    cpus = per_task.get("cpu", 0) * per_node_tasks
-    best_cpu, where = max(((c, name) for name, _c, c in caps), default=(0, ""))
-    if cpus > best_cpu:
-        return f"{cpus:g} CPUs on one node asked; the most on one node of partition {part} is {best_cpu} ({where})"
-    return None
-
-
 def _fit(nodes: list[dict], per_task: dict[str, float], mem_node: int | None, tasks: int,
          n_nodes: int | None, tasks_per_node: int | None) -> bool:
     """Whether the partition's nodes could ever hold the job (ignoring what runs now)."""
@@ -270,6 +249,26 @@ def _fit(nodes: list[dict], per_task: dict[str, float], mem_node: int | None, ta
     return sum(hosts) >= tasks
 
 
+def _refuse_no_fit(spec: dict, cluster: dict, part: dict, pnodes: list[dict], per_task: dict[str, float],
+                   mem_node: int | None, tasks: int, nodes: int | None, tasks_per_node: int | None) -> None:
+    """Refuse a request no node of the partition can hold with Slurm's words and batchd's
+    reason (`batchd.nofit`): GPUs and CPUs before memory, so that `-c 65` is not called a
+    memory problem because its default memory per CPU is too much too."""
+    if not pnodes:
+        raise _reject(NODE_CONFIG, "NodeConfigUnavailable")
+    per_node_tasks = tasks_per_node or (math.ceil(tasks / nodes) if nodes else tasks)
+    others = [n for n in cluster.get("nodes") or [] if n["name"] not in set(part.get("nodes") or [])]
+    why = nofit.explain(pnodes, others, per_task, tasks, bool(nodes or tasks_per_node), per_node_tasks,
+                        part["name"])
+    if why is not None and why[0] == "mem":
+        detail = why[1]
+        if mem_node is None and not any(spec.get(k) is not None for k in ("mem_per_cpu_mb", "mem_per_gpu_mb")):
+            detail += (f"; {int(cluster.get('def_mem_per_cpu_mb', 1024))}M per CPU by default, "
+                       "--mem or --mem-per-cpu asks for less")
+        raise _reject(NODE_CONFIG, "MemoryNotSatisfiable", detail)
+    raise _reject(NODE_CONFIG, "NodeConfigUnavailable", why[1] if why else None)
+
+
 def _tres(cluster: dict, totals: dict[str, float]) -> tuple[str, float]:
     """(ReqTRES string in scontrol order, billing) with the cluster's billing weights."""
     weights = tres.parse_billing_weights(cluster.get("billing_weights") or "")
@@ -284,7 +283,7 @@ def resolve(spec: dict, cluster: dict, user: str, uid: int,
     (see `batchd.dependency.evaluate`), when given, lets `afterok`/`afternotok` on an
     unknown job be refused as Slurm does."""
     part = _partition(spec, cluster)
-    _check_node_names(spec, cluster)
+    check_node_names(spec, cluster)
     # batchd has no reservations and no licenses: any name is unknown (Slurm 22.05's words)
     if spec.get("reservation"):
         raise _reject("Requested reservation is invalid", "InvalidReservation")
@@ -333,13 +332,7 @@ def resolve(spec: dict, cluster: dict, user: str, uid: int,
         if gpu_per_task * per_node_tasks > shards:
             raise _reject(NODE_CONFIG, "NodeConfigUnavailable")
     if not pnodes or not _fit(pnodes, per_task, mem_node, tasks, nodes, tasks_per_node):
-        # CPUs and GPUs first: a request too wide for any node is not a memory problem, even
-        # when its default memory per CPU is too much too (`-c 65` said "Memory ...")
-        detail = _no_fit_detail(pnodes, per_task, per_node_tasks, part["name"])
-        if detail is None and "mem" in per_task and pnodes and mem_node is None and \
-                per_task["mem"] * per_node_tasks > max(n.get("memory_mb", 0) for n in pnodes):
-            raise _reject(NODE_CONFIG, "MemoryNotSatisfiable")
-        raise _reject(NODE_CONFIG, "NodeConfigUnavailable", detail)
+        _refuse_no_fit(spec, cluster, part, pnodes, per_task, mem_node, tasks, nodes, tasks_per_node)
     task_ids, max_running = None, None
     if spec.get("array"):
         try:

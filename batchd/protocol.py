@@ -14,7 +14,9 @@ caller's uid/gid from SO_PEERCRED. Every error reply has the envelope
 
 and an HTTP status >= 400. `message` is printed by the command as `<prog>: error: <message>`
 (sbatch prints `sbatch: error: Batch job submission failed: <message>` for submit
-rejections, as Slurm does); `exit` is the exit code Slurm uses for that case.
+rejections, as Slurm does); `exit` is the exit code Slurm uses for that case. An optional
+`"detail"` is batchd's own explanation (which GPU types exist, the most CPUs a node has); the
+command prints it as a further `<prog>: error: <detail>` line after Slurm's.
 
 Checked at the door: every request is checked against its route's schema
 (`batchd/wire_requests.py`, daemon side only; the rules engine is `batchd/wire.py`)
@@ -146,6 +148,7 @@ nodes: int; node_list: str; ntasks: int; cpus: int; mem_mb: int
 tres_req, tres_alloc: str (Slurm's "cpu=2,mem=4G,node=1,billing=6,gres/gpu=2")
 gres: {node: [gpu indices]} ; gpus_str: "gpu:h200:2(IDX:0-1)"
 workdir, stdout, stderr, command: str; dependency: str | None; requeue: bool; restarts: int
+req_node_list, exc_node_list: str | None   -w / -x as given (scontrol's ReqNodeList/ExcNodeList)
   (dependency as squeue %E / scontrol print it: one item per job with its status,
   "afterany:63(unfulfilled),afterany:65(failed)", "singleton(unfulfilled)"; None once satisfied)
 exit_code: str ("0:0"); derived_exit_code: str; comment: str | None; batch_host: str | None

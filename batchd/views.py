@@ -138,6 +138,11 @@ def sanitized(j: Job) -> Job:
         tres_req=j.tres_req if _tres_ok(j.tres_req) else "", tres_alloc=j.tres_alloc if _tres_ok(j.tres_alloc) else "")
 
 
+def _opt_text(v: Any) -> str | None:
+    """A spec value shown as text, or None (unset, or not text in an old record)."""
+    return v if isinstance(v, str) and v else None
+
+
 def _tres_ok(tres: Any) -> bool:
     try:
         parse_tres(tres) if tres else None
@@ -192,7 +197,8 @@ def _job_view(j: Job, cfg: Config, now: float | None = None) -> dict[str, Any]:
         "derived_exit_code": "0:0", "comment": j.comment,
         "batch_host": next(iter(alloc), None), "start_estimate": j.start_estimate,
         "begin_time": j.begin_time, "hold": j.hold, "submit_host": spec.get("submit_host"),
-        "cluster": cfg.cluster_name,
+        "cluster": cfg.cluster_name, "req_node_list": _opt_text(spec.get("nodelist")),
+        "exc_node_list": _opt_text(spec.get("exclude")),
     }
     if j.state == "FAILED" and j.reason in (None, "None") and j.exit_signal == OUTPUT_OPEN_FAILED_SIG:
         view["reason"] = "JobLaunchFailure"  # scontrol's reason; sacct keeps None

@@ -40,6 +40,7 @@ JOB_VIEW = _view({
     "gres": Map(S, List(Either(NAT, S), max_items=_BIG)), "gpus_str": S, "cpu_ids": Map(S, S),
     "workdir": S, "stdout": S, "stderr": S, "stdin": S, "command": S, "dependency": S0, "requeue": B,
     "restarts": NAT, "exit_code": S, "derived_exit_code": S, "comment": S0, "batch_host": S0,
+    "req_node_list": S0, "exc_node_list": S0,
     "start_estimate": N0, "begin_time": N0, "hold": Bool(), "submit_host": S0, "cluster": S0,
     "mem_per_cpu_mb": I0, "mem_per_node_mb": I0, "tres_per_node": S0, "tres_per_job": S0, "tres_per_task": S0,
     "mem_per_tres": S0, "min_cpus": NAT, "cpus_per_task": NAT, "accrue_time": N0, "last_sched_eval": N0,

@@ -182,7 +182,7 @@ JOB_SPEC = Obj({
 UPDATE = Obj({
     "time_limit_s": Int(1, MAX_TIME_S, also={-1: "UNLIMITED"}), "nice": Int(-NICE_MAX, NICE_MAX),
     "account": Str(1024, min_len=1), "name": NAME, "comment": NAME_OR_NULL, "partition": Str(1024, min_len=1),
-    "qos": Str(1024, min_len=1), "begin_time": UNIX,
+    "qos": Str(1024, min_len=1), "begin_time": UNIX, "nodelist": HOSTLIST, "exclude": HOSTLIST,
 }, null=True)
 
 FILTER = Either(Str(65536), List(Str(1024), max_items=10_000), null=True)

@@ -56,7 +56,7 @@ OPTIONS = {
     "-E": ("_pre_exec", True), "-Ep": ("_post_exec", True), "-a": ("_esub", True),
     "-c": ("_cpu_limit", True), "-D": ("_data_limit", True), "-F": ("_file_limit", True),
     "-S": ("_stack_limit", True), "-v": ("_swap_limit", True), "-p": ("_process_limit", True),
-    "-T": ("_thread_limit", True), "-C": ("_core_limit", True), "-U": ("_reservation", True),
+    "-T": ("_thread_limit", True), "-C": ("_core_limit", True), "-U": ("reservation", True),
     "-Q": ("_requeue_exit", True), "-s": ("_signal", True), "-ul": ("_ulimit", False),
     "-Zs": ("_spool", False), "-Jd": ("_description", True),
 }
@@ -93,15 +93,16 @@ Submit a batch job to batchd with LSF's options. Queue = batchd account.
   -m "host ..."    run on these hosts
   -r | -rn         rerunnable (requeue on preemption) or not
   -i file          stdin of the job
-  -u user -B -N    mail options: accepted, no mail is sent
+  -u user -B -N    mail options: accepted with a warning, no mail is sent
   -K               wait for the job to finish; exit with its exit code
   -env "all|none|VAR[=val], ..."  environment given to the job (default all)
   -I, -Ip, -Is, -IS, -ISp, -ISs, -IX  refused: batchd has no interactive jobs
   -t time          refused: batchd has no termination deadlines (use -W)
+  -U name          refused: batchd has no advance reservations (sbatch --reservation)
   -h, --help       this help
   -V, --version    the version
 
-Accepted and ignored: -We -L -G -g -app -sla -Lp -E -Ep -a -c -D -F -S -v -p -T -C -U
+Accepted and ignored: -We -L -G -g -app -sla -Lp -E -Ep -a -c -D -F -S -v -p -T -C
 -Q -s -ul -Zs -Jd.
 #BSUB lines before a script's first command act as options; the command line wins.
 """
@@ -230,7 +231,7 @@ def to_slurm(v: dict, resolve_name: Resolver | None = None,
         if arr:
             s["array"] = arr
     for key, skey in (("queue", "account"), ("project", "comment"), ("input", "input"),
-                      ("mail_user", "mail_user")):
+                      ("mail_user", "mail_user"), ("reservation", "reservation")):
         if v.get(key) is not None:
             s[skey] = v[key]
     if v.get("mail_begin") or v.get("mail_end"):
@@ -385,6 +386,8 @@ def submit(spec: dict, request: Callable[..., dict]) -> dict:
             fail(f"{spec.get('account') or 'default'}: No such queue, or you may not submit to it")
         if e.code == "InvalidNice":
             fail("-sp: only administrators may give a job a priority above 50")
+        if e.detail:  # batchd's explanation (GPU types here, the most CPUs a host has)
+            fail(f"{e.message}: {e.detail}")
         fail(e.message)
     return None
 
@@ -395,6 +398,10 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     spec, merged = build(argv, dict(os.environ), resolve_name=_name_resolver(request))
+    mail = [o for o, k in (("-u", "mail_user"), ("-B", "mail_begin"), ("-N", "mail_end")) if merged.get(k)]
+    if mail:  # accepted so that scripts run, but a user must not wait for mail
+        sys.stderr.write(f"{PROG}: warning: {', '.join(mail)} {'is' if len(mail) == 1 else 'are'} ignored: "
+                         "batchd sends no mail\n")
     reply = submit(spec, request)
     job_id = reply["job_id"]
     if spec.get("account"):

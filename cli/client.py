@@ -25,7 +25,7 @@ class DaemonError(Exception):
         self.message = message
         self.exit_code = exit_code
         self.status = status
-        self.detail = detail  # batchd's explanation beside Slurm's message, or None
+        self.detail = detail  # batchd's explanation after Slurm's message, or None
 
 
 class Unreachable(Exception):

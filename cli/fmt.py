@@ -164,19 +164,24 @@ def parse_when(text: str, now: float | None = None) -> float:
 
 # ----------------------------------------------------------------------------- memory
 def fmt_mem(mb: int | str | None) -> str:
-    """MiB -> Slurm's compact size: 0 -> `0`, 1024 -> `1G`, 1500 -> `1500M`,
-    1048576 -> `1T`; a string is returned as it is; None -> `""`."""
+    """MiB -> Slurm's compact size (its `convert_num_unit` in EXACT mode): divide by 1024
+    while the value is at least 1024 and a multiple of 512, so 0 -> `0`, 1024 -> `1G`,
+    1536 -> `1.50G`, 2560 -> `2.50G`, 1500 -> `1500M`, 1025 -> `1025M`, 1048576 -> `1T`
+    (recorded from the peer: squeue `%m`, scontrol `MinMemoryNode`); a string is returned
+    as it is; None -> `""`."""
     if mb is None:
         return ""
     if isinstance(mb, str):
         return mb
-    mb = int(mb)
-    if mb == 0:
+    num: float = int(mb)
+    if num == 0:
         return "0"
-    for unit, size in (("P", 1024 ** 3), ("T", 1024 ** 2), ("G", 1024)):
-        if mb % size == 0:
-            return f"{mb // size}{unit}"
-    return f"{mb}M"
+    units = "MGTPE"
+    i = 0
+    while num >= 1024 and num == int(num) and int(num) % 512 == 0 and i < len(units) - 1:
+        num /= 1024
+        i += 1
+    return f"{int(num)}{units[i]}" if num == int(num) else f"{num:.2f}{units[i]}"
 
 
 INT32_MAX = 2**31 - 1

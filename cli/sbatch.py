@@ -193,7 +193,9 @@ def build(argv, environ, stdin=None, cwd=None):
     """(spec, options) for a command line: the complete JOB_SPEC and the merged option
     values. Exits (SystemExit) for help, version and every refusal, as sbatch does."""
     try:
-        cli, rest = parse(PROG, argv, so.TABLE, stop_at_positional=True)
+        # getopt errors exit 255 in Slurm 22.05's sbatch (recorded: unrecognized, ambiguous,
+        # missing argument), unlike squeue's 1
+        cli, rest = parse(PROG, argv, so.TABLE, stop_at_positional=True, exit_code=255)
     except OptionError as e:
         _die(e)
     if cli.get("help") or cli.get("usage"):
@@ -226,8 +228,8 @@ def build(argv, environ, stdin=None, cwd=None):
         default_name = None
     check_script(script)
     try:
-        from_script, _ = parse(PROG, directives(script), so.TABLE)
-        from_env, _ = parse(PROG, so.env_argv(environ), so.TABLE)
+        from_script, _ = parse(PROG, directives(script), so.TABLE, exit_code=255)
+        from_env, _ = parse(PROG, so.env_argv(environ), so.TABLE, exit_code=255)
     except OptionError as e:
         _die(e)
     merged = dict(from_script)

@@ -35,8 +35,10 @@ Parallel run options:
   -M, --clusters=names        accepted for compatibility (batchd is one cluster)
   -i, --input=in              file for batch script's standard input
   -J, --job-name=jobname      name of job
+  -L, --licenses=names        refused as Slurm refuses an unknown one (batchd has no licenses)
       --mail-type=type        accepted with a warning, no mail is sent
       --mail-user=user        accepted with a warning, no mail is sent
+      --container=path        accepted with a warning (batchd runs no OCI containers)
   -n, --ntasks=ntasks         number of tasks to run
       --nice[=value]          decrease scheduling priority by value (default 100)
       --no-requeue            if set, do not permit the job to be requeued

@@ -127,7 +127,7 @@ TABLE = [
 # SBATCH_* input variables -> the long option they stand for (flags take no value).
 ENV_OPTIONS = {
     "SBATCH_ACCOUNT": "account", "SBATCH_ARRAY_INX": "array", "SBATCH_CLUSTERS": "clusters",
-    "SLURM_CLUSTERS": "clusters", "SBATCH_CONSTRAINT": "constraint",
+    "SLURM_CLUSTERS": "clusters", "SBATCH_CONSTRAINT": "constraint", "SBATCH_CONTAINER": "container",
     "SBATCH_CPUS_PER_GPU": "cpus-per-gpu", "SBATCH_ERROR": "error", "SBATCH_EXCLUSIVE": "exclusive",
     "SBATCH_EXPORT": "export", "SBATCH_GPUS": "gpus", "SBATCH_GPUS_PER_NODE": "gpus-per-node",
     "SBATCH_GPUS_PER_TASK": "gpus-per-task", "SBATCH_GRES": "gres", "SBATCH_INPUT": "input",
@@ -163,6 +163,11 @@ def env_argv(environ):
         else:
             out.append(f"--{opt}={val}")
     return out
+
+
+#: --mail-type names Slurm 22.05 knows (case-insensitive); batchd accepts them and sends no mail
+MAIL_TYPES = frozenset({"NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND", "STAGE_OUT",
+                        "TIME_LIMIT", "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS"})
 
 
 def fail(text, exit_code=255):
@@ -379,6 +384,9 @@ def build_spec(v):
         else:
             fail("Invalid --open-mode specification")
     spec["open_mode"] = om
+    mt = v.get("mail_type")
+    if mt is not None and not any(t.strip().upper() in MAIL_TYPES for t in mt.split(",")):
+        fail("Invalid --mail-type specification")  # Slurm 22.05: one known type suffices
     spec["begin_time"] = None
     if "begin" in v:
         try:

@@ -54,7 +54,8 @@ USAGE = """scontrol [<OPTION>] [<COMMAND>]
      uhold <job_list>         place user hold on specified job(s)
      update <SPECIFICATIONS>  update job: JobId=<id> followed by any of
                               TimeLimit=, Nice=, Account=, Name=,
-                              Comment=, Partition=, QOS=, StartTime=
+                              Comment=, Partition=, QOS=, StartTime=,
+                              NodeList=, ExcNodeList= (pending jobs)
      version                  display tool version number
 """
 
@@ -127,7 +128,7 @@ def job_lines(j: dict, details: bool = False) -> list[str]:
         f"   SuspendTime=None SecsPreSuspend=0 LastSchedEval={_ts(g('last_sched_eval') or g('submit_time'))} "
         f"Scheduler=Main",
         f"   Partition={g('partition')} AllocNode:Sid={g('alloc_node') or 'localhost'}:{g('alloc_sid') or 0}",
-        "   ReqNodeList=(null) ExcNodeList=(null)",
+        f"   ReqNodeList={g('req_node_list') or '(null)'} ExcNodeList={g('exc_node_list') or '(null)'}",
         f"   NodeList={g('node_list') or ''}",
     ]
     if g("batch_host") and started:
@@ -377,7 +378,8 @@ def _errors(reply: dict) -> tuple[str, int]:
 
 UPDATE_KEYS = {"timelimit": "time_limit_s", "nice": "nice", "account": "account", "name": "name",
                "jobname": "name", "comment": "comment", "partition": "partition", "qos": "qos",
-               "starttime": "begin_time"}
+               "starttime": "begin_time", "nodelist": "nodelist", "reqnodelist": "nodelist",
+               "excnodelist": "exclude"}
 
 
 #: Node states `scontrol update NodeName=... State=` takes (Slurm 22.05's list, as it prints
@@ -457,6 +459,8 @@ def update(args: list[str], now: float | None = None) -> tuple[str, int]:
                 changes[field] = int(val)
             elif field == "begin_time":
                 changes[field] = fmt.parse_when(val, now)
+            elif field in ("nodelist", "exclude"):
+                changes[field] = val or None  # `NodeList=` clears the list, as in Slurm
             else:
                 changes[field] = val
         except ValueError:

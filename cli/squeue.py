@@ -250,7 +250,8 @@ def build_query(opts: dict) -> tuple[dict, list[str] | None, list[str]]:
             for s in raw_states:
                 name = fmt.state_name(s)
                 if name is None:
-                    raise OptionError(f"Invalid job state specified: {s}", 1)
+                    raise OptionError(f"{PROG}: error: Invalid job state specified: {s}\n"
+                                      f"{PROG}: error: Valid job states include: {VALID_STATES}\n", 1)
                 states.append(name)
             q["states"] = ",".join(states)
             if any(s not in ACTIVE for s in states):
@@ -377,6 +378,30 @@ def _drop_unknown_users(opts: dict) -> None:
         opts["no_user"] = True
 
 
+#: what Slurm 22.05's squeue lists after an invalid `-t` state (recorded from the peer)
+VALID_STATES = ("PENDING,RUNNING,SUSPENDED,COMPLETED,CANCELLED,FAILED,TIMEOUT,NODE_FAIL,PREEMPTED,BOOT_FAIL,"
+                "DEADLINE,OUT_OF_MEMORY,COMPLETING,CONFIGURING,RESIZING,RESV_DEL_HOLD,REQUEUED,REQUEUE_FED,"
+                "REQUEUE_HOLD,REVOKED,SIGNALING,SPECIAL_EXIT,STAGE_OUT,STOPPED")
+
+
+def _check_node_names(opts: dict) -> None:
+    """`-w` naming a node the cluster does not have: Slurm 22.05's `squeue: error: Invalid
+    node name X` for the first such name, exit 1, nothing listed (recorded from the peer).
+    A daemon that cannot be asked leaves the check to the listing's own error."""
+    from batchd.cli import client
+
+    names = [x for n in _split(opts.get("nodelist")) or [] for x in fmt.expand_hostlist_arg(PROG, n)]
+    if not names:
+        return
+    try:
+        known = {n["name"] for n in client.request("GET", "/v1/nodes").get("nodes", [])}
+    except (client.Unreachable, client.DaemonError, OSError, ValueError):
+        return
+    for name in names:
+        if name not in known:
+            raise OptionError(f"Invalid node name {name}", 1)
+
+
 def fetch(opts: dict) -> tuple[list[dict] | None, str | None]:
     """Query the daemon; return (jobs, error) after client-side filters."""
     from batchd.cli import client
@@ -424,6 +449,7 @@ def main(argv: list[str] | None = None) -> int:
         if opts.get("noconvert"):
             squeue_fields.NOCONVERT = True
         build_query(opts)  # validates -t before any request
+        _check_node_names(opts)
         iterate = opts.get("iterate")
         if fmt.bad_iterate(iterate):
             raise OptionError(f"{PROG}: error: --iterate={iterate} must be a positive integer", 1)

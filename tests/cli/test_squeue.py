@@ -78,6 +78,23 @@ def test_noconvert_prints_memory_as_stored(daemon, capsys):
         squeue_fields.NOCONVERT = False
 
 
+@pytest.mark.parametrize("mem_mb, shown, noconvert", [
+    # Slurm 22.05 (peer, tests/compat/recorded/errors_slurm2205.json and by hand): `squeue -o %m`
+    # converts while the size is a multiple of 512 MiB; --noconvert prints MiB as stored
+    (1536, "1.50G", "1536M"), (2560, "2.50G", "2560M"), (1024, "1G", "1024M"),
+    (1025, "1025M", "1025M"), (10000, "10000M", "10000M"), (1000, "1000M", "1000M"),
+])
+def test_min_memory_conversion_as_slurm(mem_mb, shown, noconvert):
+    from batchd.cli import squeue_fields
+    job = {"mem_mb": mem_mb, "mem_per_cpu_mb": None, "mem_per_node_mb": mem_mb}
+    assert squeue_fields.job_value(job, "min_memory") == shown
+    try:
+        squeue_fields.NOCONVERT = True
+        assert squeue_fields.job_value(job, "min_memory") == noconvert
+    finally:
+        squeue_fields.NOCONVERT = False
+
+
 def test_t_all_and_job_list_ask_for_finished_jobs(daemon, capsys):
     run(["-t", "all"], capsys)
     assert daemon.calls[-1][3] == {"all": "1"}
@@ -152,7 +169,10 @@ def test_bad_options(daemon, capsys):
     rc, _, err = run(["-O", "NoSuchField"], capsys)
     assert rc == 1 and "Invalid job format specification: NoSuchField" in err
     rc, _, err = run(["-t", "nonsense"], capsys)
-    assert rc == 1 and "Invalid job state specified: nonsense" in err
+    # Slurm 22.05 (peer): the valid states follow on a line of their own, then a blank line
+    assert rc == 1 and err == ("squeue: error: Invalid job state specified: nonsense\n"
+                               f"squeue: error: Valid job states include: {squeue.VALID_STATES}\n\n")
+    assert squeue.VALID_STATES.startswith("PENDING,RUNNING,SUSPENDED,") and squeue.VALID_STATES.endswith(",STOPPED")
     rc, _, err = run(["-j", "12,abc"], capsys)
     assert rc == 1 and err == "squeue: error: Invalid job id: abc\n"
     assert daemon.calls == []

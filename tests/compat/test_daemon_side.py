@@ -152,6 +152,32 @@ def test_unknown_node_names_are_refused_as_slurm(cluster, tmp_path, key, value):
     assert submit(svc, tmp_path, nodelist=known) > 0
 
 
+def test_update_of_node_lists_checks_names_as_submit(cluster, tmp_path):
+    # Slurm 22.05 (peer, tests/compat/recorded/errors_slurm2205.json): `scontrol update JobId=N
+    # NodeList=gpu09` (and ExcNodeList=) -> "Invalid node name specified for job N", exit 1;
+    # a known name is taken; batchd said "Update of this parameter is not supported"
+    svc, ctl, store = cluster
+    known = svc.cluster_info("root")["nodes"][0]["name"]
+    jid = submit(svc, tmp_path, hold=True)
+    for key in ("nodelist", "exclude"):
+        reply = svc.update(ME, [str(jid)], {key: "gpu09"})
+        assert reply == {"done": [], "errors": [{"id": str(jid), "message": "Invalid node name specified"}]}
+    assert svc.update(ME, [str(jid)], {"nodelist": known, "exclude": None})["done"] == [str(jid)]
+    (job,) = store.list_jobs()
+    assert (job.spec["nodelist"], job.spec["exclude"]) == (known, None)
+    assert svc.update(ME, [str(jid)], {"nodelist": None})["done"] == [str(jid)]  # NodeList= clears it
+    assert store.list_jobs()[0].spec["nodelist"] is None
+    # a required node excluded later is taken, as in Slurm (only the submit refuses `-w vm -x vm`)
+    assert svc.update(ME, [str(jid)], {"nodelist": known, "exclude": known})["done"] == [str(jid)]
+    view = svc.list_jobs({})["jobs"][0]
+    assert (view["req_node_list"], view["exc_node_list"]) == (known, known)  # ReqNodeList=, ExcNodeList=
+    with pytest.raises(SubmitError, match="^Invalid node name specified$"):
+        submit(svc, tmp_path, nodelist=known, exclude=known)
+    store.update_job(jid, None, state="RUNNING")
+    reply = svc.update(ME, [str(jid)], {"exclude": known})
+    assert reply["errors"] == [{"id": str(jid), "message": "Job is no longer pending execution"}]
+
+
 @pytest.mark.parametrize("key, value, message", [("reservation", "foo", "Requested reservation is invalid"),
                                                  ("licenses", "foo:1", "Invalid license specification")])
 def test_reservations_and_licenses_are_refused_as_slurm(cluster, tmp_path, key, value, message):

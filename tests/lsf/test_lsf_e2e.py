@@ -72,8 +72,23 @@ def test_refusals_store_nothing(lsf_cluster):
     assert r.returncode == 255
     assert r.stderr == "nosuchqueue: No such queue, or you may not submit to it. Job not submitted.\n"
     r = c.run("bsub", "-gpu", "num=9", "true", check=False)
-    assert r.returncode == 255 and r.stderr.endswith("Job not submitted.\n")
+    # batchd's reason after the message (issue 15.6), as sbatch's second line
+    assert (r.returncode, r.stderr) == (255, "Requested node configuration is not available: 9 GPUs asked on one "
+                                             "node; the most on one node of partition gpu is 4 (node1), 4 in the "
+                                             "partition. Job not submitted.\n")
+    r = c.run("bsub", "-gpu", "num=1:gmodel=a100", "true", check=False)
+    assert (r.returncode, r.stderr) == (255, "Requested node configuration is not available: no node of partition "
+                                             "gpu offers gres/gpu:a100; GPU types there: h200. Job not submitted.\n")
+    # -U is sbatch's --reservation: batchd has none, so any name is refused as sbatch refuses it
+    r = c.run("bsub", "-U", "foo", "true", check=False)
+    assert (r.returncode, r.stderr) == (255, "Requested reservation is invalid. Job not submitted.\n")
     assert c.run("bjobs", "-a", "-u", "all", check=False).stdout == before
+
+
+def test_mail_options_are_accepted_with_one_warning(lsf_cluster):
+    r = lsf_cluster.run("bsub", "-B", "-N", "-u", "me@example.org", "true")
+    assert r.returncode == 0 and r.stdout.startswith("Job <")
+    assert r.stderr == "bsub: warning: -u, -B, -N are ignored: batchd sends no mail\n"
 
 
 def test_job_array_elements(lsf_cluster):

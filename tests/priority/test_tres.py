@@ -143,3 +143,16 @@ def test_format_tres_mem_units_and_zero():
 def test_billing_weights_mode_checked():
     with pytest.raises(ValueError):
         BillingWeights({}, "avg")
+
+
+@pytest.mark.parametrize("mem_mb, shown", [
+    # Slurm 22.05 (peer): `sbatch --mem=1536M` -> scontrol `TRES=cpu=1,mem=1.50G,node=1,billing=1`
+    # and sacct AllocTRES `mem=1.50G` (batchd wrote mem=1536M)
+    (1536, "1.50G"), (2560, "2.50G"), (2048, "2G"), (1025, "1025M"), (1048576, "1T"),
+    # batchd stops at a fraction where Slurm goes on (1.50T), so the string reads back exactly
+    (1573376, "1536.50G"),
+])
+def test_mem_in_tres_strings_converts_as_slurm_and_reads_back(mem_mb, shown):
+    s = format_tres({"cpu": 1, "mem": mem_mb}, None)
+    assert s == f"cpu=1,mem={shown}"
+    assert parse_tres(s)["mem"] == mem_mb

@@ -51,6 +51,7 @@ def test_bad_input(case, daemon, tmp_path, monkeypatch, capsys):
     env = recorded_caller_env({"BATCHD_SOCKET": daemon.path})
     rc, out, err = run_sbatch(argv, monkeypatch, capsys, env)
     assert rc == case["rc"]
+    # Slurm's lines exactly: batchd's reasons are for a terminal (BATCHD_HINTS), not a pipe
     assert err == case["stderr"]
     norm = re.sub(r"Submitted batch job \d+", "Submitted batch job <ID>", out)
     assert norm == re.sub(r"Submitted batch job \d+", "Submitted batch job <ID>", case["stdout"])
@@ -77,10 +78,26 @@ def test_unreachable_daemon_is_one_line(tmp_path, monkeypatch, capsys):
     assert err.startswith("sbatch: error: cannot reach the batchd daemon at ") and err.count("\n") == 1
 
 
-def test_unknown_option_exits_1_with_hint(monkeypatch, capsys):
-    rc, out, err = run_sbatch(["--bogus", "--wrap", "true"], monkeypatch, capsys)
-    assert rc == 1
-    assert err == "sbatch: unrecognized option '--bogus'\nTry \"sbatch --help\" for more information\n"
+@pytest.mark.parametrize("argv, first", [
+    # Slurm 22.05 (peer, tests/compat/recorded/errors_slurm2205.json): getopt errors exit 255
+    (["--bogus", "--wrap", "true"], "sbatch: unrecognized option '--bogus'"),
+    (["--mail", "true"], "sbatch: option '--mail' is ambiguous; possibilities: '--mail-type' '--mail-user'"),
+    (["--wrap"], "sbatch: option '--wrap' requires an argument"),
+], ids=["unrecognized", "ambiguous", "missing-argument"])
+def test_getopt_errors_exit_255_with_hint(argv, first, monkeypatch, capsys):
+    rc, out, err = run_sbatch(argv, monkeypatch, capsys)
+    assert (rc, out, err) == (255, "", f'{first}\nTry "sbatch --help" for more information\n')
+
+
+def test_mail_type_needs_one_known_type(daemon, monkeypatch, capsys):
+    # Slurm 22.05 (peer): --mail-type=bogus -> exit 255 "Invalid --mail-type specification";
+    # END,bogus and lower-case end are accepted
+    rc, out, err = run_sbatch(["--mail-type=bogus", "--wrap", "true"], monkeypatch, capsys)
+    assert (rc, out, err) == (255, "", "sbatch: error: Invalid --mail-type specification\n")
+    env = recorded_caller_env({"BATCHD_SOCKET": daemon.path, "BATCHD_HINTS": "1"})  # as on a terminal
+    for value in ("END,bogus", "end"):
+        rc, out, err = run_sbatch([f"--mail-type={value}", "--wrap", "true"], monkeypatch, capsys, env)
+        assert rc == 0 and err == "sbatch: warning: --mail-type is ignored: batchd sends no mail\n"
 
 
 def test_no_shebang_refused(tmp_path, monkeypatch, capsys):
@@ -124,5 +141,6 @@ def test_server_side_refusals(argv, message, daemon, monkeypatch, capsys):
     env = recorded_caller_env({"BATCHD_SOCKET": daemon.path})
     rc, out, err = run_sbatch(argv, monkeypatch, capsys, env)
     assert (rc, out) == (1, "")
+    # Slurm's line alone in a pipe (batchd's reason after it is for a terminal, BATCHD_HINTS)
     assert err == f"sbatch: error: Batch job submission failed: {message}\n"
     assert daemon.accepted == []

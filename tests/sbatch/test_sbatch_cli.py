@@ -205,6 +205,9 @@ def test_ignored_options_warn_once_each(daemon, monkeypatch, capsys):
     rc, out, err = run(["--mail-type=END", "--wrap", "true"], daemon, monkeypatch, capsys,
                        extra_env={"BATCHD_HINTS": "0"})
     assert (rc, err) == (0, "")
+    # SBATCH_CONTAINER (Slurm accepts it as --container) warns the same way
+    rc, out, err = run(["--wrap", "true"], daemon, monkeypatch, capsys, extra_env={"SBATCH_CONTAINER": "/x", "BATCHD_HINTS": "1"})
+    assert (rc, err) == (0, "sbatch: warning: --container is ignored: batchd runs no OCI containers\n")
     # -L reaches the daemon, which refuses it as Slurm refuses an unknown license
     rc, _out, err = run(["-L", "foo:1", "--wrap", "true"], daemon, monkeypatch, capsys)
     assert (rc, err) == (1, "sbatch: error: Batch job submission failed: Invalid license specification\n")
@@ -219,10 +222,10 @@ NODE_CONFIG = "sbatch: error: Batch job submission failed: Requested node config
     # Slurm 22.05's first line (recorded from the peer for the GPU cases), then batchd's reason
     (["--gres=gpu:nonexistent:1"], "sbatch: error: no node of partition gpu offers gres/gpu:nonexistent; "
                                    "GPU types there: h200"),
-    (["--gres=gpu:8"], "sbatch: error: 8 GPUs on one node asked; the most on one node of partition gpu is "
+    (["--gres=gpu:8"], "sbatch: error: 8 GPUs asked on one node; the most on one node of partition gpu is "
                        "4 (vm), 4 in the partition"),
     # -c 65 answered "Memory specification can not be satisfied" (its default memory per CPU)
-    (["-c", "65"], "sbatch: error: 65 CPUs on one node asked; the most on one node of partition gpu is 16 (vm)"),
+    (["-c", "65"], "sbatch: error: 65 CPUs asked on one node; the most on one node of partition gpu is 16 (vm)"),
 ])
 def test_requests_no_node_holds_say_why(daemon, monkeypatch, capsys, args, why):
     # the explanation is for a person (a terminal, or BATCHD_HINTS=1) ...
