@@ -259,7 +259,7 @@ def tres_sort_key(name: str) -> tuple[int, str]:
     return (105, name)
 
 
-def _fmt_mem(mib: float) -> str:
+def format_mem(mib: float) -> str:
     """MiB as Slurm's convert_num_unit in CONVERT_NUM_UNIT_EXACT mode prints it: divided by
     1024 while at least 1024 and a multiple of 512, two decimals when not whole (1536 ->
     `1.50G`, 2048 -> `2G`, 1025 -> `1025M`; recorded from the peer: `TRES=...,mem=1.50G`).
@@ -301,7 +301,7 @@ def format_tres(tres: dict[str, float], billing: float | None, *, alphabetical: 
         if k == "billing" and billing is not None:
             out.append(f"billing={int(vals[k])}")
         elif k == "mem":
-            out.append(f"mem={_fmt_mem(vals[k])}")
+            out.append(f"mem={format_mem(vals[k])}")
         else:
             out.append(f"{k}={_fmt_count(vals[k])}")
     if alphabetical:

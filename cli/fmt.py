@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 
 from batchd import hostlist
 from batchd.digits import isdigits
+from batchd.tres import format_mem
 
 UNLIMITED = -1
 
@@ -173,15 +174,9 @@ def fmt_mem(mb: int | str | None) -> str:
         return ""
     if isinstance(mb, str):
         return mb
-    num: float = int(mb)
-    if num == 0:
+    if int(mb) == 0:
         return "0"
-    units = "MGTPE"
-    i = 0
-    while num >= 1024 and num == int(num) and int(num) % 512 == 0 and i < len(units) - 1:
-        num /= 1024
-        i += 1
-    return f"{int(num)}{units[i]}" if num == int(num) else f"{num:.2f}{units[i]}"
+    return format_mem(int(mb))  # the one conversion, batchd.tres's (TRES strings use it too)
 
 
 INT32_MAX = 2**31 - 1
