@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 
 from batchd import hostlist
 from batchd.digits import isdigits
-from batchd.tres import format_mem
+from batchd.memunits import format_mem
 
 UNLIMITED = -1
 
