@@ -29,8 +29,26 @@ _opts = [
     click.option("--limit", multiple=True, metavar="TRES=N", help="Hard cap, -1 = none."),
     click.option("--weight", multiple=True, metavar="TRES=W", help="Over-quota weight."),
     click.option("--lending-limit", multiple=True, metavar="TRES=N", help="At most this much idle quota is lent."),
+    click.option("--policy", multiple=True, metavar="KEY=VALUE",
+                 help="An association limit (docs: batchd/assocpolicy.py), VALUE in JSON or a bare word: "
+                      "max_jobs=4, 'qos=[\"normal\",\"high\"]', default_qos=high, "
+                      "'grp_tres_mins={\"gres/gpu\":120000}', budget_period=month; -1 or null removes it."),
     click.option("--dry-run", is_flag=True, help="Show the change without making it."),
 ]
+
+
+def _policy(values):
+    """--policy KEY=VALUE options as the route's `policy` changes (None: none given)."""
+    out = {}
+    for v in values:
+        key, eq, raw = v.partition("=")
+        if not eq or not key:
+            raise click.BadParameter(f"{v!r}: expected KEY=VALUE", param_hint="--policy")
+        try:
+            out[key] = json.loads(raw)
+        except ValueError:
+            out[key] = raw  # a bare word: a QOS or period name
+    return out or None
 
 
 def _with_opts(f):
@@ -73,21 +91,23 @@ def show(name):
 @command.command("add")
 @click.argument("name")
 @_with_opts
-def add(name, parent, priority, shares, quota, limit, weight, lending_limit, dry_run):
+def add(name, parent, priority, shares, quota, limit, weight, lending_limit, policy, dry_run):
     """Add an account."""
     _show(call("POST", "/v1/accounts/modify", {"op": "account.add", "name": name, "parent": parent,
                                                "priority": priority, "shares": shares, "dry_run": dry_run,
-                                               "resources": _res(quota, limit, weight, lending_limit)}))
+                                               "resources": _res(quota, limit, weight, lending_limit),
+                                               **({"policy": _policy(policy)} if policy else {})}))
 
 
 @command.command("modify")
 @click.argument("name")
 @_with_opts
-def modify(name, parent, priority, shares, quota, limit, weight, lending_limit, dry_run):
+def modify(name, parent, priority, shares, quota, limit, weight, lending_limit, policy, dry_run):
     """Change fields of an account."""
     _show(call("POST", "/v1/accounts/modify", {"op": "account.modify", "name": name, "parent": parent,
                                                "priority": priority, "shares": shares, "dry_run": dry_run,
-                                               "resources": _res(quota, limit, weight, lending_limit)}))
+                                               "resources": _res(quota, limit, weight, lending_limit),
+                                               **({"policy": _policy(policy)} if policy else {})}))
 
 
 @command.command("remove")

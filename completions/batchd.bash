@@ -97,9 +97,9 @@ _batchd() {
                 return
             fi
             case "${COMP_WORDS[2]}" in
-                add) _batchd_simple "--parent --priority --shares --quota --limit --weight --lending-limit --dry-run --help" "" ;;
+                add) _batchd_simple "--parent --priority --shares --quota --limit --weight --lending-limit --policy --dry-run --help" "" ;;
                 list) _batchd_simple "--help" "" ;;
-                modify) _batchd_simple "--parent --priority --shares --quota --limit --weight --lending-limit --dry-run --help" "" ;;
+                modify) _batchd_simple "--parent --priority --shares --quota --limit --weight --lending-limit --policy --dry-run --help" "" ;;
                 remove) _batchd_simple "--dry-run --help" "" ;;
                 show) _batchd_simple "--help" "" ;;
             esac

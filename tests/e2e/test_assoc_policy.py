@@ -87,3 +87,17 @@ def test_submit_limit_job_limit_and_budget(cluster, tmp_path):
     # sshare's GrpTRESMins column shows an account's budget (Slurm's layout)
     out = cluster.run("sshare", "-A", "big", "-l", "-P", "-o", "Account,User,GrpTRESMins").stdout.splitlines()
     assert out[0] == "Account|User|GrpTRESMins" and out[1] == "big||gres/gpu=120000", out
+
+
+def test_batchd_account_sets_a_policy(cluster):
+    # the third way to set a policy (beside the accounts file and sacctmgr): batchd account
+    cluster.run("batchd", "account", "add", "teamx", "--policy", "max_jobs=1", "--policy", 'qos=["normal"]',
+                "--policy", 'grp_tres_mins={"gres/gpu": 600}')
+    import json
+    doc = json.loads(cluster.run("batchd", "account", "show", "teamx").stdout)
+    assert doc["account"][0]["policy"] == {"max_jobs": 1, "qos": ["normal"], "grp_tres_mins": {"gres/gpu": 600}}
+    cluster.run("batchd", "account", "modify", "teamx", "--policy", "max_jobs=-1")
+    doc = json.loads(cluster.run("batchd", "account", "show", "teamx").stdout)
+    assert doc["account"][0]["policy"] == {"qos": ["normal"], "grp_tres_mins": {"gres/gpu": 600}}
+    bad = cluster.run("batchd", "account", "modify", "teamx", "--policy", "max_jobz=1", check=False)
+    assert bad.returncode != 0 and "max_jobz" in bad.stderr
