@@ -99,7 +99,8 @@ def job_dict(j: Job, cfg: Config) -> dict[str, Any]:
     }
     if tasks:
         d.update(array_task_min=min(tasks), array_task_max=max(tasks), array_task_count=len(tasks),
-                 array_task_step=r.get("array_step") or 1)
+                 # None: jobenv reads the step from the --array text (1-7:2 -> 2; was always 1)
+                 array_task_step=r.get("array_step"))
     return d
 
 

@@ -45,3 +45,20 @@ def test_tasks_per_node_of_a_job_without_a_task_count(spec, alloc_cpus, tasks, w
     env = jobenv.job_environment(_spec(**spec), {"id": 7}, {"vm": {"tasks": tasks, "cpus": alloc_cpus}}, "vm",
                                  "refcluster")
     assert env["SLURM_TASKS_PER_NODE"] == want
+
+
+def test_array_task_step_comes_from_the_array_text():
+    # Slurm 22.05 (peer): --array=1-7:2%3 -> task 3 sees SLURM_ARRAY_TASK_STEP=2, COUNT=4,
+    # MIN=1, MAX=7 (batchd's launch request sent step 1)
+    from batchd.config import Config
+    from batchd.launchrequest import job_dict
+    from batchd.model import Job
+
+    spec = _spec(array="1-7:2%3")
+    req = jobspec.resolve(spec, CLUSTER, "root", 0)
+    j = Job(id=9, name="wrap", user="root", uid=0, gid=0, account="default", partition="gpu", qos="normal",
+            state="RUNNING", submit_time=0.0, spec=spec, request=req, array_job_id=6, array_task_id=3)
+    job = job_dict(j, Config(path="t.toml"))
+    env = jobenv.job_environment(spec, job, {"vm": {"tasks": 1, "cpus": 1}}, "vm", "refcluster")
+    assert [env[f"SLURM_ARRAY_{k}"] for k in ("JOB_ID", "TASK_ID", "TASK_COUNT", "TASK_MIN", "TASK_MAX",
+                                              "TASK_STEP")] == ["6", "3", "4", "1", "7", "2"]
