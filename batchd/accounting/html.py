@@ -114,6 +114,17 @@ def _bill(rep: dict[str, Any]) -> str:
     return _table(head, body, '<tr class="total">' + "".join(cells) + "</tr>") + note
 
 
+def _budgets(rep: dict[str, Any]) -> str:
+    """The GPU-hour budgets (GrpTRESMins) of the accounts shown: used / limit in their period."""
+    body = [("<tr>" + _td(str(b["account"]), "") + _td(str(b["tres"]), "") + _td(str(b["period"]), "")
+             + _td(f"{b['used_minutes'] / 60:,.1f}") + _td(f"{b['limit_minutes'] / 60:,.1f}")
+             + _td("used up: new jobs wait" if b["exhausted"] else f"{b['used_pct']}%") + "</tr>")
+            for b in rep.get("budgets") or []]
+    return (_table(["Account", "TRES", "Period", "Used (hours)", "Budget (hours)", "Used"], body)
+            + '<p class="small">Hours of the TRES (GPU-hours for gres/gpu) since the budget period began, '
+              "counted as this bill counts them; a used-up budget holds the account's new jobs.</p>") if body else ""
+
+
 def _rate_card(rep: dict[str, Any]) -> str:
     card = rep.get("rate_card") or []
     if not card:
@@ -342,6 +353,7 @@ def render_html(rep: dict[str, Any], issued: float | None = None) -> str:
             ("Times", f"{label}; days are calendar days in {label}")]
     quota = _quota(rep, palette)
     users = _users(rep)
+    budgets = _budgets(rep)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -359,6 +371,7 @@ def render_html(rep: dict[str, Any], issued: float | None = None) -> str:
 <section>{_daily_table(rep, days, accounts, palette)}</section>
 {f'<section><h2>Quota and use</h2>{quota}</section>' if quota else ""}
 {f'<section><h2>Users of each account</h2>{users}</section>' if users else ""}
+{f'<section><h2>GPU-hour budgets</h2>{budgets}</section>' if budgets else ""}
 <section><h2>Notes</h2>{_notes(rep)}</section>
 </body></html>
 """

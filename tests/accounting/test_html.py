@@ -321,6 +321,20 @@ def test_optional_fields_users_and_escaping():
     assert "they add up to 1,800.01 EUR; the account is billed 1,800.00 EUR" in doc.text
 
 
+def test_gpu_hour_budgets_show_with_their_use():
+    rep = _rep()
+    assert "GPU-hour budgets" not in render_html(rep)  # no budget, no section
+    rep["budgets"] = [
+        {"account": "nlp", "tres": "gres/gpu", "period": "month", "period_start": 0, "limit_minutes": 120000.0,
+         "used_minutes": 30000.0, "used_pct": 25.0, "exhausted": False},
+        {"account": "vision", "tres": "gres/gpu", "period": "week", "period_start": 0, "limit_minutes": 600.0,
+         "used_minutes": 660.0, "used_pct": 110.0, "exhausted": True}]
+    rows = rows_of(section(Tree(render_html(rep)).root, "GPU-hour budgets").all("table")[0])
+    assert rows == [["Account", "TRES", "Period", "Used (hours)", "Budget (hours)", "Used"],
+                    ["nlp", "gres/gpu", "month", "500.0", "2,000.0", "25.0%"],
+                    ["vision", "gres/gpu", "week", "11.0", "10.0", "used up: new jobs wait"]]
+
+
 def test_a_bill_that_does_not_reconcile_says_so():
     doc = Tree(render_html(_rep(reconciled=False, jobs_cost="1800.02"))).root
     assert "NOT RECONCILED: sum over accounts 1,800.00 EUR ≠ sum over jobs 1,800.02 EUR" in section(doc, "Summary").text
