@@ -7,19 +7,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import time
 from pathlib import Path
 
 import pytest
 
 from batchd import api
 from batchd.cli import client, sacctmgr
-from batchd.config import load_config
 from batchd.errors import BatchdError
-from batchd.model import Node
 from batchd.service import Caller, Service
-from batchd.store import Store
-from batchd.store.migrate import upgrade
+from tests.refstore import reference_store
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "cli" / "golden" / "sacctmgr"
@@ -41,14 +37,7 @@ def cases() -> dict[str, tuple[int, str]]:
 def peer(tmp_path, monkeypatch):
     """A service over a fresh store with examples/slurm-reference.toml (cluster refcluster,
     QOS normal/low/high) and the peer's accounts; `peer.caller` is who calls."""
-    cfg = load_config(str(REPO / "examples" / "slurm-reference.toml"), dev=False)
-    cfg.dev = False
-    store = Store(f"sqlite:///{tmp_path / 'b.db'}")
-    upgrade(store.engine)
-    store.ensure_default_account()
-    for n in cfg.nodes:
-        store.upsert_node(Node(name=n.name, state="IDLE", cpus=n.cpus, memory_mb=n.memory_mb,
-                               gpus=list(n.gpus) if isinstance(n.gpus, list) else [], heartbeat=time.time()))
+    cfg, store = reference_store(tmp_path / "b.db", dev=False)
     svc = Service(cfg, store)
 
     class Peer:

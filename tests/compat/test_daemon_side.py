@@ -16,12 +16,12 @@ from batchd import launcher
 from batchd.config import load_config
 from batchd.controller import REQUEUE_HELD, Controller
 from batchd.errors import SubmitError
-from batchd.model import Job, Node
+from batchd.model import Job
 from batchd.runs import end_run
 from batchd.service import Caller, Service
 from batchd.store import Store
-from batchd.store.migrate import upgrade
 from batchd.views import job_view, request_keys, std_paths
+from tests.refstore import reference_store
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "examples" / "slurm-reference.toml"
@@ -32,14 +32,7 @@ OTHER_UID = 54321  # owns jobs the caller did not submit
 @pytest.fixture
 def cluster(tmp_path: Path):
     """(service, controller, store) over a fresh SQLite store with the reference node."""
-    cfg = load_config(str(CONFIG), dev=True)
-    cfg.dev = True
-    store = Store(f"sqlite:///{tmp_path / 'batchd.db'}")
-    upgrade(store.engine)
-    store.ensure_default_account()
-    for n in cfg.nodes:
-        store.upsert_node(Node(name=n.name, state="IDLE", cpus=n.cpus, memory_mb=n.memory_mb,
-                               gpus=list(n.gpus) if isinstance(n.gpus, list) else [], heartbeat=time.time()))
+    cfg, store = reference_store(tmp_path / "batchd.db", dev=True)
     yield Service(cfg, store), Controller(cfg, store), store
     store.close()
 

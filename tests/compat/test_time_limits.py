@@ -54,15 +54,12 @@ from pathlib import Path
 
 import pytest
 
-from batchd.config import load_config
 from batchd.controller import Controller
-from batchd.model import Job, Node
+from batchd.model import Job
 from batchd.service import Caller, Service
 from batchd.store import Store
-from batchd.store.migrate import upgrade
+from tests.refstore import reference_store
 
-REPO = Path(__file__).resolve().parents[2]
-CONFIG = REPO / "examples" / "slurm-reference.toml"
 ROOT = Caller(uid=os.getuid(), gid=os.getgid())  # an administrator (dev mode: the daemon's user)
 USER = Caller(uid=54321, gid=54321)  # owns the jobs it changes, no administrator
 HOUR = 3600
@@ -70,14 +67,7 @@ HOUR = 3600
 
 @pytest.fixture
 def cluster(tmp_path: Path):
-    cfg = load_config(str(CONFIG), dev=True)
-    cfg.dev = True
-    store = Store(f"sqlite:///{tmp_path / 'batchd.db'}")
-    upgrade(store.engine)
-    store.ensure_default_account()
-    for n in cfg.nodes:
-        store.upsert_node(Node(name=n.name, state="IDLE", cpus=n.cpus, memory_mb=n.memory_mb,
-                               gpus=list(n.gpus) if isinstance(n.gpus, list) else [], heartbeat=time.time()))
+    cfg, store = reference_store(tmp_path / "batchd.db", dev=True)
     yield Service(cfg, store), Controller(cfg, store), store
     store.close()
 
