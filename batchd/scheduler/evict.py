@@ -401,7 +401,7 @@ def preempt_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], idle_ok
             reasons.pop(j.id, None)
             picker.invalidate_all()
             continue
-        if young_own or vic.qos or vic.policies:
+        if vic.timed:
             why = _protected(s, vic, solver, j, own_all, young_own, base)
             if why is not None:
                 reasons[j.id] = why

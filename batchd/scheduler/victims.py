@@ -125,6 +125,7 @@ class Victims:
         self.now = float(s.now)
         self.policies = account_policies(s.snap.accounts, s.queues)
         self.qos = qos_runtimes(s.snap.qos)
+        self.timed = bool(self.qos) or any(p.min_reclaim or p.min_preempt for p in self.policies.values())
 
     def policy(self, j: JobRT) -> PreemptPolicy:
         return self.policies.get(j.queue, DEFAULT)
@@ -177,7 +178,7 @@ class Victims:
     def protected_for(self, v: JobRT, kind: str) -> float:
         """Seconds `v` stays protected from `kind` (PREEMPT: by its own account's jobs;
         RECLAIM: by another account's); 0 when it may be a victim now."""
-        if not self.policies and not self.qos:
+        if not self.timed:
             return 0.0
         start = v.spec.start_time
         if start is None:
@@ -189,7 +190,7 @@ class Victims:
 
     def split(self, j: JobRT, cands: list[JobRT]) -> tuple[list[JobRT], list[JobRT]]:
         """(candidates that may be victims now, those protected by their minimum runtime)."""
-        if not self.policies and not self.qos:
+        if not self.timed:
             return cands, []
         ok, young = [], []
         for v in cands:
