@@ -56,7 +56,7 @@ def _price(r: PriceRow) -> Price:
 
 def list_prices(store: Store) -> list[Price]:
     """All prices, ordered by TRES then valid_from."""
-    with store.tx() as s:
+    with store.read() as s:
         return [_price(r) for r in s.scalars(select(PriceRow).order_by(PriceRow.tres, PriceRow.valid_from,
                                                                         PriceRow.id))]
 
@@ -129,7 +129,7 @@ def unrolled_usage(store: Store, limit: int) -> list[Run]:
     """Up to `limit` usage records not yet in the rollup ledger, by id."""
     q = (select(*_RUN_COLS).outerjoin(RollupLedger, RollupLedger.usage_id == UsageRecord.id)
          .where(RollupLedger.usage_id.is_(None)).order_by(UsageRecord.id).limit(limit))
-    with store.tx() as s:
+    with store.read() as s:
         return [Run(*r) for r in s.execute(q)]
 
 
@@ -160,14 +160,14 @@ def apply_rollup(store: Store, ledger: list[dict[str, Any]],
 
 def ledger_size(store: Store) -> int:
     """How many usage records the rollup has taken (only ever grows)."""
-    with store.tx() as s:
+    with store.read() as s:
         return int(s.scalar(select(func.count()).select_from(RollupLedger)) or 0)
 
 
 def rollup_status(store: Store) -> dict[str, Any]:
     """{"rolled": records in the ledger, "pending": records not yet rolled up,
     "last_rolled_at": unix seconds or None}."""
-    with store.tx() as s:
+    with store.read() as s:
         rolled = s.scalar(select(func.count()).select_from(RollupLedger)) or 0
         total = s.scalar(select(func.count()).select_from(UsageRecord)) or 0
         last = s.scalar(select(func.max(RollupLedger.rolled_at)))
@@ -216,7 +216,7 @@ def rollup_sums(store: Store, segments: list[tuple[int, int]], group_by: list[st
     partial days from `usage_hourly`. One transaction for all segments."""
     ng = len(group_by)
     out: dict[tuple[int, tuple[str, ...], str], float] = defaultdict(float)
-    with store.tx() as s:
+    with store.read() as s:
         for idx, (a, b) in enumerate(segments):
             days, hours = _day_cover(a, b)
             ranges: list[tuple[Any, Any, int, int]] = [(UsageHourly, _hour_col(store, x, y), x, y) for x, y in hours]
@@ -251,7 +251,7 @@ def hourly_gpu(store: Store, start: int, end: int, accounts: Iterable[str] | Non
         q = _filters(select(G.hour, G.account, G.gpu_type, G.tres, G.gpu_s, G.gpu_type_s, G.amount)
                      .where(G.hour >= start, G.hour < end), G, accounts, None)
     out: dict[tuple[int, str, str], float] = defaultdict(float)
-    with store.tx() as s:
+    with store.read() as s:
         for h, a, gtype, tres, gpu, typed, amount in s.execute(q):
             if tres:
                 if amount:
@@ -268,7 +268,7 @@ def unrolled_in_period(store: Store, start: int, end: int) -> list[Run]:
     """Usage records overlapping [start, end) that the rollup has not taken yet, by id.
     Usually only records newer than the ledger's highest id; the full anti-join runs
     only when the counts show older records missing from the ledger."""
-    with store.tx() as s:
+    with store.read() as s:
         top = s.scalar(select(func.max(RollupLedger.usage_id))) or 0
         rolled = s.scalar(select(func.count()).select_from(RollupLedger)) or 0
         below = s.scalar(select(func.count()).select_from(UsageRecord).where(UsageRecord.id <= top)) or 0
@@ -287,7 +287,7 @@ def running_jobs(store: Store) -> list[dict[str, Any]]:
     q = (select(JobRow.id, JobRow.restarts, JobRow.account, JobRow.user, JobRow.start_time,
                 JobRow.tres_alloc, JobRow.charge, JobRow.billing, JobRow.node_list)
          .where(JobRow.state == "RUNNING", JobRow.start_time.is_not(None)).order_by(JobRow.id))
-    with store.tx() as s:
+    with store.read() as s:
         return [dict(r._mapping) for r in s.execute(q)]
 
 
@@ -300,7 +300,7 @@ def get_efficiency(store: Store, job_id: int, run: int | None = None) -> dict[st
     """The efficiency aggregates of one run (default: the latest sampled run)."""
     q = select(JobEfficiency).where(JobEfficiency.job_id == job_id)
     q = q.where(JobEfficiency.run == run) if run is not None else q.order_by(JobEfficiency.run.desc())
-    with store.tx() as s:
+    with store.read() as s:
         r = s.scalars(q.limit(1)).first()
         if r is None:
             return None
@@ -348,7 +348,7 @@ def ledger_sums(store: Store, segments: list[tuple[int, int]], accounts: Iterabl
     if not segments:
         return {}
     open_n: dict[str, float] = defaultdict(float)  # sum of n over hours >= the current cut
-    with store.tx() as s:
+    with store.read() as s:
         q = (select(E.gpu_type, E.tres, *[func.sum(n) for _, n, _ in pairs])
              .where(E.hour >= segments[-1][1]).group_by(E.gpu_type, E.tres))
         for gtype, tres, *vals in s.execute(_filters(q, E, accounts, users)):
@@ -386,7 +386,7 @@ def zero_gpu_runs(store: Store, min_zero_s: float, start: float, end: float) -> 
          .where(JobEfficiency.gpu_zero_max_s >= min_zero_s, JobEfficiency.first_time < end,
                 JobEfficiency.last_time >= start)
          .order_by(JobEfficiency.job_id, JobEfficiency.run))
-    with store.tx() as s:
+    with store.read() as s:
         return [dict(r._mapping) for r in s.execute(q)]
 
 
@@ -400,7 +400,7 @@ def gpu_runs(store: Store, start: int, end: int,
     if accounts:
         q = q.where(L.account.in_(list(accounts)))
     out = []
-    with store.tx() as s:
+    with store.read() as s:
         for a, st, en, n, gtype, tn, other in s.execute(q):
             types = {gtype: float(tn)} if gtype and tn else {}
             for k, v in (other or {}).items():
@@ -420,7 +420,7 @@ def gpu_edges(store: Store, start: int, end: int) -> dict[str, tuple[list[int], 
                   select(L.account, L.end_s, -L.gpu_n).where(*where)).subquery()
     q = select(e.c.account, e.c.t, func.sum(e.c.d)).group_by(e.c.account, e.c.t).order_by(e.c.account, e.c.t)
     out: dict[str, tuple[list[int], list[float]]] = {}
-    with store.tx() as s:
+    with store.read() as s:
         for acct, rows in itertools.groupby(s.execute(q), key=operator.itemgetter(0)):
             ts: list[int] = []
             ds: list[float] = []
@@ -437,7 +437,7 @@ def gpu_hour_bounds(store: Store, start: int) -> dict[tuple[int, str], tuple[flo
     E = LedgerEdge
     q = (select(E.hour, E.account, func.sum(E.gpu_up), func.sum(E.gpu_down))
          .where(E.hour >= start, E.tres == "", (E.gpu_up > 0) | (E.gpu_down > 0)).group_by(E.hour, E.account))
-    with store.tx() as s:
+    with store.read() as s:
         return {(int(h), a): (float(u or 0.0), float(d or 0.0)) for h, a, u, d in s.execute(q)}
 
 
@@ -458,7 +458,7 @@ def gpu_edges_in(store: Store, hours: list[int], accounts: Iterable[str] | None 
     if accounts is not None:
         q = q.where(L.account.in_(sorted(accounts)))
     inside = set(want)
-    with store.tx() as s:
+    with store.read() as s:
         for acct, st, en, n in s.execute(q):
             st, en, n = int(st), int(en), float(n)
             if st - st % HOUR_S in inside:

@@ -58,7 +58,7 @@ def list_tasks(store: Store, *, job_id: int | None = None, step_id: int | None =
         q = q.where(StepTask.node.in_(nodes))
     if states is not None:
         q = q.where(StepTask.state.in_(states))
-    with store.tx() as s:
+    with store.read() as s:
         return [_task(r) for r in s.scalars(q)]
 
 
