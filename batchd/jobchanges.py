@@ -21,7 +21,7 @@ from batchd.config import Config
 from batchd.errors import InvalidRequest, SubmitError
 from batchd.jobfilter import filter_jobs
 from batchd.jobspec import check_node_names
-from batchd.model import Job
+from batchd.model import Job, SubmitFacts
 from batchd.store import ACTIVE_STATES, Store
 
 
@@ -39,9 +39,9 @@ class JobChanges:
 
         def _select(self, ids: list[str] | None, all_jobs: bool, purged: bool = False) -> list[Job]: ...
 
-        def policy_of(self, account: str, user: str) -> Effective: ...
+        def policy_of(self, account: str, user: str, facts: SubmitFacts | None = None) -> Effective: ...
 
-        def cluster_info(self, user: str) -> dict[str, Any]: ...
+        def cluster_info(self, user: str, facts: SubmitFacts | None = None) -> dict[str, Any]: ...
 
     def _owned(self, caller: Caller, ids: list[str], verb: str) -> tuple[list[Job], list[dict[str, str]]]:
         jobs, errors = [], []

@@ -110,6 +110,18 @@ class Node:
     reason_time: float | None = None
 
 
+@dataclass
+class SubmitFacts:
+    """What a submission is checked against, read in one snapshot (Store.submit_facts):
+    every account (creation order), the submitting user's associations (dicts as
+    Store.list_associations gives them), the nodes (by name), and the jobs an earlier
+    submission with the same token stored (by id; [] for none or without a token)."""
+    accounts: list[Account]
+    associations: list[dict[str, Any]]
+    nodes: list[Node]
+    repeated: list[Job]
+
+
 def from_row(cls: type, row: Any) -> Any:
     """Copy the columns of an ORM row into the dataclass `cls` (same field names)."""
     return cls(**{f.name: getattr(row, f.name) for f in fields(cls) if hasattr(row, f.name)})

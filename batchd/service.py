@@ -27,7 +27,7 @@ from batchd.config import Config
 from batchd.errors import Conflict, InvalidRequest, NotFound, PermissionDenied, SubmitError
 from batchd.jobchanges import JobChanges
 from batchd.jobfilter import filter_jobs, split_csv
-from batchd.model import Job
+from batchd.model import Job, SubmitFacts
 from batchd.store import Store
 from batchd.submission import Submission
 
@@ -62,15 +62,18 @@ class Service(Submission, JobChanges):
         return caller.uid == job.uid or self.is_admin(caller)
 
     # ------------------------------------------------------------------ cluster facts
-    def cluster_info(self, user: str) -> dict[str, Any]:
-        """The plain dict that batchd.jobspec.resolve checks a submission against."""
-        accounts = [a.name for a in self.store.list_accounts() if a.name != "root"]
-        assoc = [a for a in self.store.list_associations() if a.get("user") == user]
+    def cluster_info(self, user: str, facts: SubmitFacts | None = None) -> dict[str, Any]:
+        """The plain dict that batchd.jobspec.resolve checks a submission against, from
+        `facts` (read here, in one transaction, when not given)."""
+        if facts is None:
+            facts = self.store.submit_facts(user, -1, None)
+        accounts = [a.name for a in facts.accounts if a.name != "root"]
+        assoc = [a for a in facts.associations if a.get("user") == user]
         mine = sorted({a["account"] for a in assoc} | ({"default"} if "default" in accounts else set()))
         default = next((a["account"] for a in assoc if a["is_default"]), None)
         if default is None:
             default = "default" if "default" in mine else (mine[0] if mine else "default")
-        nodes = self.store.list_nodes()
+        nodes = facts.nodes
         return {
             "name": self.cfg.cluster_name,
             "nodes": [{"name": n.name, "cpus": n.cpus, "memory_mb": n.memory_mb, "gpus": n.gpus,

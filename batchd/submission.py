@@ -25,7 +25,7 @@ from batchd.config import Config
 from batchd.errors import InvalidRequest, PermissionDenied, SubmitError
 from batchd.hostlist import compress
 from batchd.jobdeps import dependency_status, lookup_job
-from batchd.model import Job
+from batchd.model import Job, SubmitFacts
 from batchd.store import ACTIVE_STATES, Store
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ class Submission:
     wake: Callable[[], None]
 
     if TYPE_CHECKING:
-        def cluster_info(self, user: str) -> dict[str, Any]: ...
+        def cluster_info(self, user: str, facts: SubmitFacts | None = None) -> dict[str, Any]: ...
 
     def submit(self, caller: Caller, spec: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(spec, dict) or not isinstance(spec.get("script", ""), str):
@@ -102,10 +102,11 @@ class Submission:
         # a client-made token per submission: the retry of one whose reply was lost (the
         # daemon died after the commit) gets the same job ids back instead of a second job
         token = None if spec.get("test_only") else submit_token(spec)
-        if token is not None:
-            done = self.store.find_submission(caller.uid, token)
-            if done:
-                return self._repeated_submission(done)
+        # one read snapshot for every fact the submission is checked against (and the
+        # jobs of an earlier try with the same token), one write transaction to store it
+        facts = self.store.submit_facts(user, caller.uid, token)
+        if facts.repeated:
+            return self._repeated_submission(facts.repeated)
         known = self._dependency_jobs(spec, user)
         lookup = None
         if known is not None:
@@ -113,64 +114,68 @@ class Submission:
 
             def lookup(job_id: int, task_id: int | None) -> Any:
                 return lookup_job(by_id, known, job_id, task_id, "state")
-        req = jobspec.resolve(spec, self.cluster_info(user), user, caller.uid, lookup_state=lookup)
-        self._check_policy(user, spec, req)
+        req = jobspec.resolve(spec, self.cluster_info(user, facts), user, caller.uid, lookup_state=lookup)
+        self._check_policy(user, spec, req, facts)
         now = time.time()
         if spec.get("test_only"):
             # Slurm's `Job N to start at T using C processors on nodes NODES in partition P`
             part = next((p for p in self.cfg.partitions if p.name == req["partition"]), None)
-            up = {n.name for n in self.store.list_nodes() if n.state not in ("DOWN", "DRAIN", "DRAINED")}
+            up = {n.name for n in facts.nodes if n.state not in ("DOWN", "DRAIN", "DRAINED")}
             names = [n for n in (part.nodes if part else []) if n in up][: int(req.get("nodes") or 1)]
             return {"job_id": None, "start_time": max(now, req.get("begin_time") or now),
                     "nodes": compress(names), "partition": req["partition"], "cpus": int(req.get("cpus") or 1)}
         task_ids = req.get("array_task_ids") or [None]
-        first = self.store.next_job_ids(len(task_ids))
         begin = req.get("begin_time")
         # Slurm's EligibleTime at submit: the begin time, or now for a job that nothing holds
         # back (a held job, one with a dependency and an array get theirs once eligible)
         eligible = begin if begin else (None if req.get("hold") or req.get("dependency")
                                         or req.get("array_task_ids") else now)
-        jobs = []
-        for i, task in enumerate(task_ids):
-            # Slurm: the last task keeps the array's master id, the others take the ids after it
-            if task is None:
-                jid = first
-            elif i == len(task_ids) - 1:
-                jid = first
-            else:
-                jid = first + 1 + i
-            jobs.append(Job(
-                id=jid, name=req["name"], user=user, uid=caller.uid, gid=caller.gid,
-                account=req["account"], partition=req["partition"], qos=req["qos"],
-                state="PENDING", submit_time=now, spec=spec, request=req,
-                array_job_id=first if task is not None else None, array_task_id=task,
-                reason="JobHeldUser" if req.get("hold") else "None",
-                priority=0 if req.get("hold") else 1,
-                nice=int(req.get("nice") or 0), hold=bool(req.get("hold")),
-                begin_time=begin, eligible_time=eligible,
-                time_limit_s=req.get("time_limit_s"),
-                requeue=req.get("requeue") is not False,
-                dependency=None, comment=spec.get("comment"),
-                tres_req=req.get("tres_req", ""), submit_token=token,
-            ))
-            if req.get("dependency"):
-                _verdict, text = dependency_status(req["dependency"], jobs[-1], known or [], now=now)
-                jobs[-1].dependency = None if _verdict == "satisfied" else text
-        if token is None:
-            self.store.insert_jobs(jobs)
-        else:
-            done = self.store.insert_submission(jobs, caller.uid, token)
-            if done:  # a concurrent retry of the same submission stored it first
-                return self._repeated_submission(done)
+
+        def build(first: int) -> list[Job]:
+            # runs inside the store's write transaction, with the first reserved id
+            jobs = []
+            for i, task in enumerate(task_ids):
+                # Slurm: the last task keeps the array's master id, the others take the ids after it
+                if task is None:
+                    jid = first
+                elif i == len(task_ids) - 1:
+                    jid = first
+                else:
+                    jid = first + 1 + i
+                jobs.append(Job(
+                    id=jid, name=req["name"], user=user, uid=caller.uid, gid=caller.gid,
+                    account=req["account"], partition=req["partition"], qos=req["qos"],
+                    state="PENDING", submit_time=now, spec=spec, request=req,
+                    array_job_id=first if task is not None else None, array_task_id=task,
+                    reason="JobHeldUser" if req.get("hold") else "None",
+                    priority=0 if req.get("hold") else 1,
+                    nice=int(req.get("nice") or 0), hold=bool(req.get("hold")),
+                    begin_time=begin, eligible_time=eligible,
+                    time_limit_s=req.get("time_limit_s"),
+                    requeue=req.get("requeue") is not False,
+                    dependency=None, comment=spec.get("comment"),
+                    tres_req=req.get("tres_req", ""), submit_token=token,
+                ))
+                if req.get("dependency"):
+                    _verdict, text = dependency_status(req["dependency"], jobs[-1], known or [], now=now)
+                    jobs[-1].dependency = None if _verdict == "satisfied" else text
+            return jobs
+
+        jobs, repeated = self.store.store_submission(len(task_ids), build, caller.uid, token)
+        if repeated:  # a concurrent retry of the same submission stored it first
+            return self._repeated_submission(jobs)
+        first = jobs[-1].id  # a single job's id, or the array's master id (its last task's)
         log.info("job submitted job_id=%s user=%s account=%s tasks=%d", first, user, req["account"],
                  len(task_ids))
         self.wake()
         return {"job_id": first, "array_task_ids": req.get("array_task_ids")}
 
-    def _check_policy(self, user: str, spec: dict[str, Any], req: dict[str, Any]) -> None:
+    def _check_policy(self, user: str, spec: dict[str, Any], req: dict[str, Any],
+                      facts: SubmitFacts | None = None) -> None:
         """The association's policy (batchd.assocpolicy) at submit: allowed and default QOS,
-        allowed partitions, MaxSubmitJobs; sets req["qos"] to the default QOS it applies."""
-        e = self.policy_of(req["account"], user)
+        allowed partitions, MaxSubmitJobs; sets req["qos"] to the default QOS it applies.
+        The active jobs are counted (one indexed COUNT) only under a MaxSubmitJobs limit."""
+        e = self.policy_of(req["account"], user, facts)
         new = len(req.get("array_task_ids") or [None])
         active = self.store.count_active_jobs(user, req["account"]) if e.max_submit_jobs is not None else 0
         try:
@@ -182,12 +187,15 @@ class Submission:
                 raise SubmitError("Invalid qos specification", exit_code=1, code="InvalidQOS")
             req["qos"] = qos
 
-    def policy_of(self, account: str, user: str) -> Effective:
-        """The association policy `user` works under in `account` (inheritance applied)."""
-        accts = self.store.list_accounts()
+    def policy_of(self, account: str, user: str, facts: SubmitFacts | None = None) -> Effective:
+        """The association policy `user` works under in `account` (inheritance applied),
+        from `facts` (read here when not given)."""
+        if facts is None:
+            facts = self.store.submit_facts(user, -1, None)
+        accts = facts.accounts
         return effective(account, user, {a.name: a.parent for a in accts},
                          {a.name: a.policy or {} for a in accts},
-                         {(x["user"], x["account"]): x.get("policy") or {} for x in self.store.list_associations()
+                         {(x["user"], x["account"]): x.get("policy") or {} for x in facts.associations
                           if x["user"] == user})
 
     @staticmethod

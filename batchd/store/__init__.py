@@ -13,14 +13,14 @@ import os
 import threading
 import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, delete, event, func, select, text, update
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from batchd.model import Account, Job, Node, UsageRec, from_row
+from batchd.model import Account, Job, Node, SubmitFacts, UsageRec, from_row
 from batchd.store.tables import (
     AccountRow,
     Association,
@@ -123,30 +123,33 @@ class Store:
     # ------------------------------------------------------------------ meta
     def next_job_ids(self, n: int) -> int:
         """Reserve `n` consecutive job ids; return the first. Race-free on a fresh
-        database too: the counter row is inserted if missing (a concurrent insert of it
-        is no error), then locked and advanced."""
-        self._ensure_counter("next_job_id", 1)
+        database too (see `_reserve_ids`)."""
         with self.tx() as s:
-            row = s.get(Meta, "next_job_id", with_for_update=True)
-            assert row is not None
-            first = row.value
-            row.value = first + n
-            return first
+            return self._reserve_ids(s, n)
 
-    def _ensure_counter(self, key: str, value: int) -> None:
-        """Insert meta row `key` with `value` unless it exists (INSERT .. ON CONFLICT DO
-        NOTHING: two daemons creating it at once both succeed, one row results)."""
-        with self.tx() as s:
-            if s.get(Meta, key) is not None:
-                return
-            if self.engine.dialect.name == "postgresql":
-                from sqlalchemy.dialects.postgresql import insert as pg_insert
+    def _reserve_ids(self, s: Session, n: int) -> int:
+        """In transaction `s`: advance the `next_job_id` counter by `n` and return the
+        first reserved id. One UPDATE .. RETURNING (the row lock serializes concurrent
+        reservations on PostgreSQL, the write lock on SQLite); on a fresh database the
+        row is inserted first (INSERT .. ON CONFLICT DO NOTHING: two daemons creating it
+        at once both succeed, one row results)."""
+        q = (update(Meta).where(Meta.key == "next_job_id").values(value=Meta.value + n)
+             .returning(Meta.value))
+        after = s.execute(q).scalar_one_or_none()
+        if after is None:
+            s.execute(self._insert_ignore(Meta).values(key="next_job_id", value=1))
+            after = s.execute(q).scalar_one()
+        return int(after) - n
 
-                s.execute(pg_insert(Meta).values(key=key, value=value).on_conflict_do_nothing())
-            else:
-                from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+    def _insert_ignore(self, table: Any) -> Any:
+        """INSERT .. ON CONFLICT DO NOTHING in this database's dialect."""
+        if self.engine.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-                s.execute(sqlite_insert(Meta).values(key=key, value=value).on_conflict_do_nothing())
+            return pg_insert(table).on_conflict_do_nothing()
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        return sqlite_insert(table).on_conflict_do_nothing()
 
     # ------------------------------------------------------------------ jobs
     def insert_jobs(self, jobs: list[Job]) -> None:
@@ -179,6 +182,44 @@ class Store:
             for j in jobs:
                 s.add(JobRow(**{k: getattr(j, k) for k in _job_fields()}))
             return []
+
+    def submit_facts(self, user: str, uid: int, token: str | None) -> SubmitFacts:
+        """Everything a submission of `user` is resolved and checked against, in one read
+        transaction: accounts, `user`'s associations, nodes, and with `token` the jobs
+        `uid` already stored with it (a retried submission). Indexed reads only: no job
+        is read but those of the token."""
+        with self.read() as s:
+            accounts = [from_row(Account, r) for r in s.scalars(
+                select(AccountRow).order_by(AccountRow.created, AccountRow.name))]
+            assoc = [_assoc_dict(a) for a in s.scalars(
+                select(Association).where(Association.user == user).order_by(Association.account))]
+            nodes = [from_row(Node, r) for r in s.scalars(select(NodeRow).order_by(NodeRow.name))]
+            repeated = [] if token is None else [from_row(Job, r) for r in s.scalars(
+                select(JobRow).where(JobRow.uid == uid, JobRow.submit_token == token).order_by(JobRow.id))]
+        return SubmitFacts(accounts=accounts, associations=assoc, nodes=nodes, repeated=repeated)
+
+    def store_submission(self, n: int, build: Callable[[int], list[Job]], uid: int,
+                         token: str | None) -> tuple[list[Job], bool]:
+        """One submission in one write transaction: reserve `n` job ids, call `build`
+        with the first (it returns the jobs, pure and quick: it runs under the write lock)
+        and insert them; returns (the jobs, False). With `token` (set by `build` on every
+        job), when `uid` already stored a submission with it, nothing is reserved or
+        inserted and (that submission's jobs by id, True) is returned: the check and the
+        insert are serialized per (uid, token) by BEGIN IMMEDIATE on SQLite, by a
+        transaction-level advisory lock on PostgreSQL (as `insert_submission`)."""
+        with self.tx() as s:
+            if token is not None:
+                if self.engine.dialect.name == "postgresql":
+                    key = zlib.crc32(f"{uid}:{token}".encode()) & 0x7FFFFFFF
+                    s.execute(text("SELECT pg_advisory_xact_lock(:c, :k)"), {"c": SUBMIT_LOCK_CLASS, "k": key})
+                done = [from_row(Job, r) for r in s.scalars(
+                    select(JobRow).where(JobRow.uid == uid, JobRow.submit_token == token).order_by(JobRow.id))]
+                if done:
+                    return done, True
+            jobs = build(self._reserve_ids(s, n))
+            fields = _job_fields()
+            s.execute(insert(JobRow), [{k: getattr(j, k) for k in fields} for j in jobs])
+            return jobs, False
 
     def get_job(self, job_id: int) -> Job | None:
         with self.read() as s:
@@ -311,9 +352,8 @@ class Store:
 
     def list_associations(self) -> list[dict[str, Any]]:
         with self.read() as s:
-            return [{"user": a.user, "account": a.account, "shares": a.shares, "is_default": a.is_default,
-                     **({"policy": a.policy} if a.policy else {})}
-                    for a in s.scalars(select(Association).order_by(Association.account, Association.user))]
+            return [_assoc_dict(a) for a in s.scalars(select(Association).order_by(Association.account,
+                                                                                   Association.user))]
 
     def put_association(self, user: str, account: str, shares: int | None = 1, is_default: bool = False,
                         uid: int = 0, policy: dict[str, Any] | None = None) -> None:
@@ -451,6 +491,11 @@ class Store:
         with self.read() as s:
             return [{"time": r.time, "uid": r.uid, "action": r.action, "detail": json.loads(r.detail)}
                     for r in s.scalars(select(AuditRow).order_by(AuditRow.id))]
+
+
+def _assoc_dict(a: Association) -> dict[str, Any]:
+    return {"user": a.user, "account": a.account, "shares": a.shares, "is_default": a.is_default,
+            **({"policy": a.policy} if a.policy else {})}
 
 
 _JOB_FIELDS: list[str] = []
