@@ -72,10 +72,9 @@ class Controller:
 
     def _build(self, now: float) -> tuple[dict[str, Any], CycleBook]:
         """The snapshot at `now` and its bookkeeping; the book is the caller's own."""
-        jobs = self.store.list_jobs(states=["PENDING", "RUNNING", "SUSPENDED", "COMPLETED", "FAILED",
-                                            "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL",
-                                            "OUT_OF_MEMORY"],
-                                    since=now - 86400)
+        # the active jobs without their scripts and environments, and a day of ended jobs
+        # (what dependencies name) with only the few columns dependencies read
+        jobs = self.store.snapshot_jobs(("PENDING", "RUNNING", "SUSPENDED"), ENDED_STATES, since=now - 86400)
         book = CycleBook.read(jobs)
         bad = self._bad  # one reference: `cycle` replaces it, never changes it
         qos = {q.name: q for q in self.cfg.qos}
@@ -371,6 +370,9 @@ BUDGET_EVERY_S = 60.0
 def _budget_key(accts: list[Any]) -> str:
     return json.dumps(sorted((a.name, a.parent, a.policy) for a in accts if a.policy), default=str)
 
+
+#: The ended states whose jobs of the last day a snapshot reads (for dependencies).
+ENDED_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY")
 
 #: At most this many pending jobs are taken out of one cycle (then the cycle fails).
 MAX_REFUSED_PER_CYCLE = 50

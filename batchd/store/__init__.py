@@ -7,6 +7,7 @@ PostgreSQL (several nodes) run the same code.
 
 from __future__ import annotations
 
+import heapq
 import json
 import logging
 import os
@@ -253,6 +254,30 @@ class Store:
         with self.read() as s:
             return [from_row(Job, r) for r in s.scalars(q)]
 
+    def snapshot_jobs(self, active: Iterable[str], ended: Iterable[str], since: float) -> list[Job]:
+        """The jobs a scheduling cycle reads, ordered by id, in one read transaction: those
+        in an `active` state and those in an `ended` state, either only if they ended at
+        or after `since` or have not ended. Only the columns a cycle uses are read: an
+        active job without its stored spec (script and environment) but for the spec's
+        `nodelist` and `exclude` (read from the JSON in SQL), an ended one with its
+        identity, state and times only (spec and request {}), enough for dependencies."""
+        recent = (JobRow.end_time.is_(None)) | (JobRow.end_time >= since)
+        act_cols = [getattr(JobRow, f) for f in _job_fields() if f != "spec"]
+        q_act = (select(*act_cols, JobRow.spec["nodelist"].label("spec_nodelist"),
+                        JobRow.spec["exclude"].label("spec_exclude"))
+                 .where(JobRow.state.in_(list(active)), recent).order_by(JobRow.id))
+        q_end = (select(*[getattr(JobRow, f) for f in _ENDED_FIELDS])
+                 .where(JobRow.state.in_(list(ended)), recent).order_by(JobRow.id))
+        with self.read() as s:
+            out = []
+            for r in s.execute(q_act):
+                d = r._asdict()
+                nodelist, exclude = d.pop("spec_nodelist"), d.pop("spec_exclude")
+                d["spec"] = {k: v for k, v in (("nodelist", nodelist), ("exclude", exclude)) if v is not None}
+                out.append(Job(**d))
+            ended_jobs = [Job(**r._asdict(), spec={}, request={}) for r in s.execute(q_end)]
+        return list(heapq.merge(out, ended_jobs, key=lambda j: j.id))
+
     def update_job(self, job_id: int, expect_states: Iterable[str] | None = None, **changes: Any) -> bool:
         """Set fields of one job; with `expect_states`, only if its state is one of them
         (compare-and-set). True when a row changed."""
@@ -497,6 +522,11 @@ def _assoc_dict(a: Association) -> dict[str, Any]:
     return {"user": a.user, "account": a.account, "shares": a.shares, "is_default": a.is_default,
             **({"policy": a.policy} if a.policy else {})}
 
+
+#: the columns of an ended job that a cycle reads (Store.snapshot_jobs): the Job's
+#: required fields, and what dependencies look at (state, start and end, array task)
+_ENDED_FIELDS = ("id", "name", "user", "uid", "gid", "account", "partition", "qos", "state", "submit_time",
+                 "array_job_id", "array_task_id", "start_time", "end_time", "exit_code", "restarts")
 
 _JOB_FIELDS: list[str] = []
 

@@ -131,3 +131,53 @@ def test_concurrent_migrations_apply_once(db_url):
     finally:
         for s in stores:
             s.close()
+
+
+def test_store_submission_reserves_ids_and_inserts_in_one_transaction(store):
+    """The ids are reserved from the counter (created on a fresh database) and the jobs
+    `build` makes from the first are stored; a token already stored returns its jobs."""
+    made, repeated = store.store_submission(3, lambda first: [_job(first + i, submit_token="t1") for i in range(3)],
+                                            1000, "t1")
+    assert not repeated and [j.id for j in made] == [made[0].id + i for i in range(3)]
+    assert [j.id for j in store.list_jobs()] == [j.id for j in made]
+    again, repeated = store.store_submission(1, lambda first: [_job(first, submit_token="t1")], 1000, "t1")
+    assert repeated and [j.id for j in again] == [j.id for j in made]
+    assert store.next_job_ids(1) == made[0].id + 3  # the repeat reserved nothing
+    other, repeated = store.store_submission(1, lambda first: [_job(first)], 1000, None)
+    assert not repeated and other[0].id == made[0].id + 4
+
+
+def test_submit_facts_reads_the_users_associations_nodes_and_token(store):
+    store.ensure_default_account()
+    store.put_association("alice", "default", is_default=True)
+    store.put_association("bob", "default")
+    store.upsert_node(Node(name="n1", state="IDLE", cpus=8, memory_mb=1000, gpus=[], heartbeat=1.0))
+    store.insert_jobs([_job(5, uid=1000, submit_token="tok")])
+    f = store.submit_facts("alice", 1000, "tok")
+    assert [a.name for a in f.accounts] == ["root", "default"]
+    assert [(a["user"], a["is_default"]) for a in f.associations] == [("alice", True)]
+    assert [n.name for n in f.nodes] == ["n1"]
+    assert [j.id for j in f.repeated] == [5]
+    assert store.submit_facts("alice", 1001, "tok").repeated == []
+    assert store.submit_facts("alice", 1000, None).repeated == []
+
+
+def test_snapshot_jobs_reads_what_a_cycle_needs(store):
+    """Active jobs without their spec but for nodelist/exclude; ended jobs of the window
+    with identity, state and times only; by id across both."""
+    now = time.time()
+    env = {"spec": {"script": "#!/bin/sh\n", "environment": {"A": "x" * 100}, "nodelist": "n[1-2]",
+                    "exclude": None}}
+    store.insert_jobs([_job(1, **env), _job(2, state="RUNNING", allocation={"n1": {"gpus": [0]}}),
+                       _job(3, state="COMPLETED", end_time=now - 10, start_time=now - 20, exit_code=2),
+                       _job(4, state="FAILED", end_time=now - 100000),
+                       _job(5, state="PENDING", spec={"script": "", "exclude": "n3"}),
+                       _job(6, state="COMPLETING")])
+    jobs = store.snapshot_jobs(("PENDING", "RUNNING"), ("COMPLETED", "FAILED"), since=now - 86400)
+    assert [j.id for j in jobs] == [1, 2, 3, 5]
+    by = {j.id: j for j in jobs}
+    assert by[1].spec == {"nodelist": "n[1-2]"} and by[1].request == {"tasks": 1, "per_task": {"cpu": 1}}
+    assert by[2].spec == {} and by[2].allocation == {"n1": {"gpus": [0]}}
+    assert by[5].spec == {"exclude": "n3"}
+    assert (by[3].state, by[3].start_time, by[3].end_time, by[3].spec, by[3].request) == (
+        "COMPLETED", now - 20, now - 10, {}, {})

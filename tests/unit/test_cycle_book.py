@@ -198,6 +198,9 @@ class _ArrayStore:
     def list_jobs(self, **_kw: Any) -> list[Job]:
         return list(self.jobs)
 
+    def snapshot_jobs(self, *_a: Any, **_kw: Any) -> list[Job]:
+        return list(self.jobs)
+
     def list_nodes(self) -> list[Node]:
         return [Node(name="n1", state="IDLE", cpus=4, memory_mb=1000, gpus=[], heartbeat=T)]
 
