@@ -25,7 +25,11 @@ Layout (every key optional unless marked):
     [scheduler]   interval_s = 5, placement = "pack"|"spread", backfill = true, kill_wait_s = 30,
                   def_mem_per_cpu_mb = 1024, enforce_memory = true, node_timeout_s = 30,
                   grace_time_s = 60, quota_reclaim_by_priority = false, passes = [...],
-                  budget_recount_s = 60 (how often GrpTRESMins budgets' use is recounted)
+                  budget_recount_s = 60 (how often GrpTRESMins budgets' use is recounted),
+                  cycle_min_gap_ms = 50 (while wake-ups keep coming, a scheduling cycle starts
+                  at most this long, or the last cycle's own duration if longer, after the
+                  previous one ended: a burst of submissions shares one cycle; a wake-up
+                  after a quiet spell starts one at once)
     [priority]    the policy keys of batchd.priority (weight_age, decay_half_life_s, ...)
     [accounting]  tres_billing_weights = "CPU=1.0,Mem=0.25G,GRES/gpu=2.0", sample_interval_s = 30,
                   rollup_interval_s = 300, zero_gpu_flag_s = 3600
@@ -134,6 +138,12 @@ class Config:
     @property
     def interval_s(self) -> float:
         return float(self.scheduler.get("interval_s", 5))
+
+    @property
+    def cycle_min_gap_s(self) -> float:
+        """The least time between the end of a scheduling cycle and the start of the next
+        (`[scheduler] cycle_min_gap_ms`, default 50): wake-ups within it share one cycle."""
+        return float(self.scheduler.get("cycle_min_gap_ms", 50)) / 1000.0
 
     @property
     def sample_interval_s(self) -> float:
@@ -300,6 +310,10 @@ def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
         iv = cfg.scheduler["interval_s"]
         if not isinstance(iv, (int, float)) or isinstance(iv, bool) or iv <= 0:
             raise _fail(path, "scheduler.interval_s", f"must be a positive number, got {iv!r}")
+    if "cycle_min_gap_ms" in cfg.scheduler:
+        gap = cfg.scheduler["cycle_min_gap_ms"]
+        if not isinstance(gap, (int, float)) or isinstance(gap, bool) or gap < 0:
+            raise _fail(path, "scheduler.cycle_min_gap_ms", f"must be a number >= 0, got {gap!r}")
     cfg.priority = dict(data.get("priority", {}))
     cfg.gpu_aliases = {str(k): _str(path, f"gpu_aliases.{k}", v)
                        for k, v in data.get("gpu_aliases", {}).items()}

@@ -119,6 +119,8 @@ class Daemon:
         self._last_heartbeat = 0.0
         self._schema_ok = True
         self._last_schema_check = 0.0
+        self._last_cycle_end = 0.0  # time.monotonic() at the end of the last cycle
+        self._last_cycle_s = 0.0  # how long it took
 
     def wake(self) -> None:
         """Something changed (a submit, an exit): run a cycle here and, with several
@@ -220,10 +222,25 @@ class Daemon:
             log.error("not scheduling: %s", e.message)
             return False
 
+    def _cycle_gap_left(self) -> float:
+        """Seconds until the next cycle may start: the gap after the last cycle is the
+        configured `cycle_min_gap_s`, or that cycle's own duration when longer (so that
+        cycles take at most about half the daemon's time under a burst)."""
+        gap = max(self.cfg.cycle_min_gap_s, self._last_cycle_s)
+        return self._last_cycle_end + gap - time.monotonic()
+
     def _loop(self) -> None:
         self.wake_event.set()
         while not self.stop_event.is_set():
-            woke = self.wake_event.wait(AGENT_PERIOD_S)
+            woke = self.wake_event.is_set() or self.wake_event.wait(AGENT_PERIOD_S)
+            if woke and self._cycle_gap_left() > 0:
+                # Coalescing: a wake-up within the gap after the last cycle waits for its
+                # end (the agent still passes every AGENT_PERIOD_S); the submissions
+                # arriving meanwhile only set the event again and the next cycle takes
+                # them all. After a quiet spell the gap is long over and a cycle starts at
+                # once, which keeps submit -> start on an idle node short.
+                self.stop_event.wait(min(self._cycle_gap_left(), AGENT_PERIOD_S))
+                woke = self._cycle_gap_left() <= 0  # not yet: the event stays set
             now = time.time()
             try:
                 if now - self._last_heartbeat >= HEARTBEAT_S:
@@ -238,7 +255,12 @@ class Daemon:
                     # timeout to heartbeat, so a cluster restarting together loses no node
                     if now - (self.leadership.since or now) >= nodehealth.node_timeout_s(self.cfg):
                         nodehealth.check_nodes(self.cfg, self.store, now)
-                    dec = self.controller.cycle()
+                    t0 = time.monotonic()
+                    try:
+                        dec = self.controller.cycle()
+                    finally:
+                        self._last_cycle_end = time.monotonic()
+                        self._last_cycle_s = self._last_cycle_end - t0
                     if dec.get("start") or dec.get("preempt"):
                         self.notifier.notify("agents")
                     # launch what the cycle started without waiting for the next tick

@@ -22,6 +22,8 @@ def test_defaults():
     assert cfg.db_url().startswith("sqlite:///") and cfg.partitions[0].nodes == ["n1"]
     assert [q.name for q in cfg.qos] == ["normal", "interactive", "inference"] and cfg.interval_s == 5
     assert [q.preemptible for q in cfg.qos] == [True, False, False]
+    assert cfg.cycle_min_gap_s == 0.05
+    assert parse_config({**NODE, "scheduler": {"cycle_min_gap_ms": 0}}).cycle_min_gap_s == 0
 
 
 @pytest.mark.parametrize("data, where", [
@@ -32,6 +34,7 @@ def test_defaults():
     ({**NODE, "partition": [{"name": "p", "nodes": ["zz"]}]}, "partition[0].nodes"),
     ({**NODE, "partition": [{"name": "p", "max_time": "1-xx"}]}, "partition[0].max_time"),
     ({**NODE, "scheduler": {"interval_s": 0}}, "scheduler.interval_s"),
+    ({**NODE, "scheduler": {"cycle_min_gap_ms": -1}}, "scheduler.cycle_min_gap_ms"),
     ({**NODE, "accounting": {"tres_billing_weights": "CPU=abc"}}, "accounting.tres_billing_weights"),
     ({**NODE, "gpu_env": "names"}, "gpu_env"),
 ])
