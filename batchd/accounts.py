@@ -365,7 +365,8 @@ def slurm_view(service: Any) -> dict[str, Any]:
     except KeyError:
         admins = ["root"]
     info = [{"name": q.name, "priority": q.priority, "preemptible": q.preemptible, "usage_factor": q.usage_factor,
-             "grace_time_s": q.grace_time_s} for q in service.cfg.qos]
+             "grace_time_s": q.grace_time_s, "min_runtime_preempt_s": q.min_runtime_preempt_s}
+            for q in service.cfg.qos]
     return {**doc, "cluster": service.cfg.cluster_name, "qos": qos, "qos_info": info, "admins": admins,
             "gpu_types": sorted(cluster_gpu_types(service.store.list_nodes()))}
 

@@ -181,7 +181,9 @@ class Controller:
                        "shards": self.cfg.shard_per_gpu * whole_cards(n.gpus)} for n in nodes],
             "accounts": accounts, "users": users, "usage": usage, "jobs": out_jobs,
             "qos": [{"name": q.name, "priority": q.priority, "preemptible": q.preemptible,
-                     "max_gpus_per_user": q.max_gpus_per_user, "usage_factor": q.usage_factor}
+                     "max_gpus_per_user": q.max_gpus_per_user, "usage_factor": q.usage_factor,
+                     "min_runtime_reclaim_s": q.min_runtime_reclaim_s,
+                     "min_runtime_preempt_s": q.min_runtime_preempt_s}
                     for q in self.cfg.qos],
         }
 
