@@ -353,7 +353,9 @@ class Controller:
         for jid in started:
             log.info("job started job_id=%s", jid)
         for pre in dec.get("preempt", []):
-            log.info("job preempted job_id=%s reason=%s for=%s", pre["job"], pre.get("reason"), pre.get("for"))
+            # the rule that allowed it (issue 16) is kept nowhere else once the next cycle runs
+            log.info("job preempted job_id=%s reason=%s for=%s policy=%s", pre["job"], pre.get("reason"),
+                     pre.get("for"), pre.get("policy") or "-")
 
 
 def _preemptor_marks(snap: dict[str, Any], dec: dict[str, Any]) -> list[tuple[int, tuple[str, ...], dict]]:
