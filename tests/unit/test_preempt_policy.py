@@ -87,3 +87,24 @@ def test_preemption_keys_are_no_association_limits():
     assert Session(load_snapshot(snap), {}, {}).assoc_policies is False
     snap["accounts"][0]["policy"] = {**pol, "max_jobs": 1}
     assert Session(load_snapshot(snap), {}, {}).assoc_policies is True
+
+
+def test_the_examples_of_docs_preemption_md_load():
+    import re
+    import tomllib
+    from pathlib import Path
+
+    from batchd.accounts import parse_accounts
+    from batchd.config import parse_config
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "preemption.md").read_text()
+    accounts, config = (tomllib.loads(b) for b in re.findall(r"```toml\n(.*?)```", text, re.S))
+    p = {a.name: a.policy for a in parse_accounts(accounts).accounts}
+    assert p["research"]["min_runtime_reclaim_s"] == 1800
+    parents = {"research": "root", "interns": "research", "root": None}
+    assert preempt_policy("interns", parents, p) == {
+        "within_account": "never", "reclaim_within_cohort": "lower_priority",
+        "borrow_within_cohort": {"policy": "lower_priority", "max_priority_threshold": 10},
+        "min_runtime_reclaim_s": 1800, "min_runtime_preempt_s": 600}
+    cfg = parse_config({"node": [{"name": "n1", "cpus": 1, "memory_mb": 1}], **config})
+    assert [(q.name, q.min_runtime_reclaim_s) for q in cfg.qos] == [("normal", 0), ("low", 900)]
