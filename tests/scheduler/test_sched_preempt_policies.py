@@ -39,6 +39,11 @@ BW_ANY = "borrow_within_cohort=any"
 BW_LOWER = "borrow_within_cohort=lower_priority"
 
 
+def bw(policy, threshold):
+    """The policy of a victim allowed under a `max_priority_threshold` (the threshold is part of the rule)."""
+    return f"borrow_within_cohort={policy},max_priority_threshold={threshold}"
+
+
 def acct(name, quota=0, limit=-1, weight=1, parent="default", **policy):
     """An account whose `policy` table carries `policy` (preemption keys, association limits)."""
     a = account(name, quota=quota, limit=limit, weight=weight, parent=parent)
@@ -296,15 +301,15 @@ RECLAIM = [
     dict(id="borrow_threshold_is_inclusive",
          **cohort(team_quota=1, prio=(70, 70),
                   team_policy={"borrow_within_cohort": {"policy": "lower_priority", "max_priority_threshold": 70}}),
-         **took("o1", BW_LOWER)),
+         **took("o1", bw("lower_priority", 70))),
     dict(id="borrow_threshold_admits_the_victim_under_it",
          **cohort(team_quota=1, prio=(60, 70),
                   team_policy={"borrow_within_cohort": {"policy": "lower_priority", "max_priority_threshold": 60}}),
-         **took("o0", BW_LOWER)),
+         **took("o0", bw("lower_priority", 60))),
     dict(id="borrow_any_with_threshold_above_the_victims",
          **cohort(team_quota=1, prio=(90, 90),
                   team_policy={"borrow_within_cohort": {"policy": "any", "max_priority_threshold": 95}}),
-         **took("o1", BW_ANY)),
+         **took("o1", bw("any", 95))),
     dict(id="borrow_any_with_threshold_below_the_victims",
          **cohort(team_quota=1, prio=(90, 90),
                   team_policy={"borrow_within_cohort": {"policy": "any", "max_priority_threshold": 80}}),
@@ -367,12 +372,42 @@ COMBINED = [
                job("o0", "other", prio=50, gpus=2, running_on={"n0": [1, 2]}),
                job("tk", "team", prio=75, running_on={"n0": [3]}), job("th", "team", prio=75, gpus=3)],
          want_started=set(), want_preempted={}),
+    # no valid set (r1 of a0 is at its quota, r0 and r4 are not preemptible): p1 pends. Found by
+    # test_sched_preempt_properties: decide() raised "a scenario that was valid must stay valid"
+    dict(id="combined_without_a_valid_set_leaves_the_job_pending",
+         nodes=[node("n0", 3), node("n1", 3), node("n2", 2)],
+         accounts=[acct("a0", quota=1, limit=2, weight=0), acct("a1", quota=4), acct("a2", quota=4, limit=6, weight=0)],
+         jobs=[job("r3", "a1", prio=40, running_on={"n2": [0]}),
+               job("r0", "a2", prio=125, gpus=2, running_on={"n0": [0, 1]}),
+               job("r2", "a2", prio=75, gpus=2, running_on={"n1": [1, 2]}),
+               job("r1", "a0", prio=75, running_on={"n1": [0]}),
+               job("r4", "a2", prio=125, running_on={"n2": [1]}), job("p1", "a1", prio=125, gpus=3)],
+         want_started=set(), want_preempted={}),
 ]
 
 
 @params(COMBINED)
 def test_combined(case):
     check(case)
+
+
+@pytest.mark.parametrize("cards", [dict(r0=[0, 1], r1=[2]), dict(r0=[0, 2], r1=[1])], ids=["r1_last", "r1_between"])
+def test_combined_own_victim_needed_for_the_fair_share_only(cards):
+    """Reclaim alone is refused (a1 would hold 1 + 2 > its fair share 2), its own r1 alone frees
+    one card: the combined set frees r1 (for a1's share, rule 3: own victims count as freed)
+    and borrowers' cards for the placement, whether or not p0 lands on r1's card. Found by the
+    renumbering property: with r1's card last on n0, p0 stayed pending."""
+    snap = snapshot([node("n0", 3), node("n1", 2)],
+                    [acct("a0", quota=0, weight=0), acct("a1", quota=2, weight=0), acct("a2", quota=1)],
+                    [job("r0", "a2", prio=40, gpus=2, running_on={"n0": cards["r0"]}),
+                     job("r1", "a1", prio=40, running_on={"n0": cards["r1"]}),
+                     job("r2", "a2", prio=40, running_on={"n1": [0]}), job("r3", "a0", prio=40, running_on={"n1": [1]}),
+                     job("p0", "a1", gpus=2)])
+    out = run(snap)
+    assert "p0" in out.started
+    reasons = {p["job"]: p["reason"] for p in out.decisions["preempt"]}
+    assert reasons.get("r1") == "preempt"
+    assert all(r == "reclaim" for v, r in reasons.items() if v != "r1")
 
 
 # --- min runtime (the victim's protection) ---------------------------------------------------
