@@ -37,7 +37,8 @@ class Decisions:
     """What one cycle decided. `start`: [{"job", "allocation", "after", "charge"}] in decision
     order, `charge` being what the allocation is charged for (`batchd.gres.Charge.to_json`:
     `{"tres": {...}, "parts": [[tres, count, card type, share], ...]}`);
-    `preempt`: [{"job", "reason": "reclaim"|"preempt", "for"}]; `pending`: [{"job", "reason"}]
+    `preempt`: [{"job", "reason": "reclaim"|"preempt", "for", "policy"}] (`policy`: the rule of
+    the preemptor's account that allowed it, e.g. `within_account=lower_priority`, victims.py); `pending`: [{"job", "reason"}]
     ordered by submit time then id; `fair_share`: {account: {resource: share}};
     `planned_start`: {job id: unix seconds} for pending jobs holding a backfill reservation."""
     start: list[dict] = field(default_factory=list)
@@ -113,10 +114,10 @@ def _decide(snapshot: Snapshot, policy: dict | None) -> Decisions:
         alloc = {tk.node.name: tk.as_allocation() for tk in j.takes or []}
         out.start.append({"job": j.id, "allocation": alloc, "after": list(after),
                           "charge": s.gres_charge(j.takes or []).to_json()})
-    for v, reason, for_job in s.preempts:
+    for v, reason, for_job, pol in s.preempts:
         if preempting_for(v) == str(for_job.id):
             continue  # already being preempted for this job: no new decision
-        out.preempt.append({"job": v.id, "reason": reason, "for": for_job.id})
+        out.preempt.append({"job": v.id, "reason": reason, "for": for_job.id, **({"policy": pol} if pol else {})})
     left = [j for j in s.pending if not j.started] + s.ineligible
     left.sort(key=lambda j: (j.spec.submit_time, j.idk))
     for j in left:

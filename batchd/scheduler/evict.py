@@ -1,163 +1,55 @@
-"""Reclaim (across accounts) and preempt (inside one account): KAI's victim solver.
+"""Reclaim (across accounts) and preempt (inside one account): KAI's victim solver, with
+Kueue's minimal victim sets, combined sets and per-account policies.
 
 For a pending job J (popped in queue order), victims are added one at a time in victim order
-(ordering.VictimPicker); after each addition the *scenario* (all victims so far) is tried on a
-checkpoint of the session:
+(other accounts' first, in ordering.VictimPicker's order; then J's own account's, lowest QOS
+priority first, then newest); after each addition the *scenario* (all victims so far) is tried
+on a checkpoint of the session:
 
 1. evict the victims (their resources become releasing);
 2. re-allocate J and the victims in the normal allocation order: a victim that allocation
    prefers to J takes its place back first (it is not evicted); then J must fit on idle plus
    releasing resources, else the scenario fails; a victim whose devices J did not take stays
-   where it was (not evicted); one that fits elsewhere on idle resources is *relocated*
-   (preempted and started again at once); the others stay preempted;
-3. reclaim only: the victims must pass KAI's strategies, checked before each victim is
-   subtracted (MaintainFairShare: the victim's account is above its allocatable share in some
-   resource; or GuaranteeDeservedQuota: J's account stays within quota with J and the victim's
-   account is above quota in some resource; with `quota_reclaim_by_priority`, also a strictly
-   higher-priority account within its quota), then the sibling saturation guard.
+   where it was (not evicted) unless J needs it under its account's limit; one that fits
+   elsewhere on idle resources is *relocated* (preempted and started again at once); the
+   others stay preempted;
+3. victims of other accounts must pass KAI's reclaim validation and the preemptor account's
+   policy (reclaimcheck.py, victims.py).
 
-The first valid scenario is committed; J starts `after` the victims whose resources it uses.
+The first valid scenario is then *minimised* (Kueue): walking its victims in reverse, each one
+whose removal still leaves a valid scenario is dropped, so no victim of the final set can be
+spared, whatever the GPU numbering. J starts `after` the victims whose resources it uses, and
+after its own account's victims when it was held by its account's limit.
 
-Reclaim is about GPUs (DESIGN.md section 5): only a job asking for GPUs reclaims, and only jobs
-holding GPUs are its victims (KAI would also trade CPU-only jobs, as CPU quotas are unlimited).
-Who may reclaim: J's account must stay within its fair share with J in every resource, and a
-non-preemptible J within its quota. Victims: preemptible running jobs of other accounts that
-pass the coarse per-account filter (on the pair of accounts where the two paths diverge).
-Preempt: victims are preemptible running jobs of J's own account with strictly lower QOS
-priority; a non-preemptible J must fit in its account's quota.
+Who may preempt, and whom (victims.py for the policies and the minimum runtime):
+- reclaim pass: a job asking for GPUs, within its account's fair share with J in every
+  resource (a non-preemptible J within its quota), takes preemptible GPU jobs of other
+  accounts that pass the coarse per-account filter and its account's `reclaim_within_cohort`
+  (J within quota) or `borrow_within_cohort` (J above quota).
+- preempt pass: a job takes preemptible jobs of its own leaf account allowed by
+  `within_account` (default: strictly lower QOS priority), when the nodes are full *or* when
+  its account's (or an ancestor's) limit holds it while cards are idle elsewhere; failing
+  that, one combined set of its own account's victims and other accounts' (Kueue), its own
+  counted as freed for the reclaim rules. A non-preemptible J over its quota, association
+  limits, QOS per-user limits and array throttles never preempt.
+- a running job younger than its minimum runtime is nobody's victim; a job that could start
+  only with such victims gets the pending reason `Reclaim pending: protected for N more
+  minutes` (or `Preemption pending: ...`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from .allocate import OK, Failures, after_of, gpu_options, try_place
-from .fairshare import UNLIMITED, Queue
+from .fairshare import Queue
 from .job import EPS, GPU, JobRT
-from .ordering import PendingPicker, QueueOrder, VictimPicker, _cmpq, victim_job_order
+from .ordering import PendingPicker, QueueOrder, VictimPicker, victim_job_order
 from .placement import choose, give_back, per_task_vector
+from .reclaimcheck import Reclaimable, can_reclaim, in_quota, leveled, victim_filter
 from .state import Session
-
-
-def _le_all(a: dict[str, float], b: dict[str, float], res: list[str]) -> bool:
-    return all(_cmpq(a.get(r, 0.0), b[r]) <= 0 for r in res)
-
-
-def leveled(qa: Queue, qb: Queue) -> tuple[Queue, Queue]:
-    pa, pb = qa.path, qb.path
-    a, b = pa[0], pb[0]
-    for i in range(min(len(pa), len(pb))):
-        a, b = pa[i], pb[i]
-        if a is not b:
-            break
-    return a, b
-
-
-def _plus(q_alloc: dict[str, float], R: dict[str, float]) -> dict[str, float]:
-    out = dict(q_alloc)
-    for r, v in R.items():
-        out[r] = out.get(r, 0.0) + v
-    return out
-
-
-def _allocatable(q: Queue, res: list[str]) -> dict[str, float]:
-    return {r: q.allocatable(r) for r in res}
-
-
-def can_reclaim(s: Session, j: JobRT) -> bool:
-    q = j.queue
-    for r in s.res:
-        if q.alloc[r] + j.R.get(r, 0.0) > q.fs[r] + EPS:
-            return False
-    if not j.preemptible:
-        for r in s.res:
-            d = q.deserved[r]
-            if d != UNLIMITED and q.alloc_np[r] + j.R.get(r, 0.0) > d + EPS:
-                return False
-    return True
-
-
-def victim_filter(s: Session, j: JobRT, vq_leaf: Queue) -> bool:
-    rq, vq = leveled(j.queue, vq_leaf)
-    if not _le_all(_plus(rq.alloc, j.R), rq.deserved, s.res):
-        return not _le_all(vq.alloc, _allocatable(vq, s.res), s.res)
-    if s.policy.get("quota_reclaim_by_priority") and rq.priority > vq.priority:
-        return True
-    under = False
-    for r in s.res:
-        if j.R.get(r, 0.0) <= 0:
-            continue
-        d = vq.deserved[r]
-        if d == UNLIMITED:
-            continue
-        if vq.alloc[r] > d:
-            return True
-        if vq.alloc[r] < d:
-            under = True
-    return not under
-
-
-class Reclaimable:
-    """KAI's scenario validation for reclaim, on the account state before the scenario."""
-
-    def __init__(self, s: Session, j: JobRT):
-        self.s = s
-        self.j = j
-        self.a0 = {q: dict(q.alloc) for q in s.queues.values()}
-        self.np0 = {q: dict(q.alloc_np) for q in s.queues.values()}
-        self.mult = max(1.0, float(s.policy.get("reclaimer_saturation_multiplier", 1.0)))
-
-    def _fits_strategy(self, rq: Queue, vq: Queue, rem: dict[str, float]) -> bool:
-        res = self.s.res
-        if not _le_all(rem, _allocatable(vq, res), res):
-            return True
-        in_quota = _le_all(_plus(self.a0[rq], self.j.R), rq.deserved, res)
-        if in_quota and not _le_all(rem, vq.deserved, res):
-            return True
-        return bool(in_quota and self.s.policy.get("quota_reclaim_by_priority") and rq.priority > vq.priority)
-
-    def valid(self, victims: list[JobRT]) -> bool:
-        res = self.s.res
-        j = self.j
-        remaining: dict[Queue, dict[str, float]] = {}
-        involved: dict[Queue, set[str]] = {}
-        groups: dict[Queue, list[JobRT]] = {}
-        for v in victims:
-            groups.setdefault(v.queue, []).append(v)
-        for vleaf, group in groups.items():
-            rq, vq = leveled(j.queue, vleaf)
-            inv = {r for v in group for r, x in v.charge.items() if x > 0 and r in res}
-            involved[vleaf] = set(inv)
-            if vq not in remaining:
-                remaining[vq] = dict(self.a0[vq])
-            for v in group:
-                if not self._fits_strategy(rq, vq, remaining[vq]):
-                    return False
-                for q in vleaf.path:
-                    rem = remaining.setdefault(q, dict(self.a0[q]))
-                    for r, x in v.charge.items():
-                        rem[r] = rem.get(r, 0.0) - x
-                    involved.setdefault(q, set()).update(inv)
-        mine = {r for r, x in j.R.items() if x > 0}
-        for rq in reversed(j.queue.path):
-            A = _plus(remaining.get(rq, self.a0[rq]), j.R)
-            for sib, srem in remaining.items():
-                if sib is rq or sib.parent is not rq.parent:
-                    continue
-                for r in involved.get(sib, set()) | mine:
-                    ratio_r = _saturation(A.get(r, 0.0), rq.fs[r])
-                    ratio_s = _saturation(srem.get(r, 0.0), sib.fs[r])
-                    if ratio_r > 1 and sib.fs[r] > 0 and ratio_r * self.mult >= ratio_s:
-                        return False
-            if not j.preemptible and not _le_all(_plus(self.np0[rq], j.R), rq.deserved, res):
-                return False
-        return True
-
-
-def _saturation(alloc: float, fs: float) -> float:
-    if fs == 0:
-        return float("inf") if alloc > 0 else 0.0
-    return alloc / fs
+from .victims import PREEMPT, RECLAIM, Victims
 
 
 def _room(s: Session) -> list[float]:
@@ -207,13 +99,25 @@ class _Ordered:
         return next(self.it, None)
 
 
+def _order(s: Session, cross: list[JobRT], own: list[JobRT]) -> Iterator[JobRT]:
+    """Victim order: other accounts' candidates (KAI's account order), then J's own account's."""
+    if cross:
+        if len({v.queue for v in cross}) == 1:
+            yield from victim_job_order(cross)
+        else:
+            vp = VictimPicker(s, cross)
+            while (v := vp.next()) is not None:
+                yield v
+    yield from victim_job_order(own)
+
+
 class Solver:
     """`idle_ok`: J may start on idle resources alone (only when the allocate pass did not run;
     otherwise allocate already refused it those, e.g. for a backfill reservation)."""
 
-    def __init__(self, s: Session, mode: str, idle_ok: bool):
+    def __init__(self, s: Session, vic: Victims, idle_ok: bool):
         self.s = s
-        self.mode = mode
+        self.vic = vic
         self.order = QueueOrder(s)
         self.idle_ok = idle_ok
 
@@ -230,27 +134,25 @@ class Solver:
                 best = c
         return best
 
-    def solve(self, j: JobRT, candidates: list[JobRT]) -> bool:
+    def solve(self, j: JobRT, cross: list[JobRT], own: list[JobRT], tries: int | None = None) -> bool:
+        """Start J by preempting some of `cross` (other accounts') and `own` (its account's)
+        candidates: the smallest set in Kueue's sense. True when J started. `tries`: at most
+        that many scenarios are tried (None: no bound)."""
         s = self.s
-        if not candidates:
+        if not cross and not own:
             return False
         key = s.over_limit(j, j.R)
-        if key is not None and (key.startswith(("np:", "assoc:")) or key in ("qos", "array") or self.mode == "reclaim"):
+        blocked = key is not None
+        if blocked and (key.startswith(("np:", "assoc:")) or key in ("qos", "array") or not own):
             return False
-        if not self.idle_ok and self._may_fit(j, [], False):
+        if not self.idle_ok and not blocked and self._may_fit(j, [], False):
             return False
-        check = Reclaimable(s, j) if self.mode == "reclaim" else None
-        if len({v.queue for v in candidates}) == 1:
-            vp: VictimPicker | _Ordered = _Ordered(victim_job_order(candidates))
-        else:
-            vp = VictimPicker(s, candidates)
+        check = Reclaimable(s, j, self.vic) if cross else None
         acc: list[JobRT] = []
         room = _room(s)
+        self._room0 = room[:]
         need = [float(j.gpus_total), j.cpu * j.tasks, j.mem * j.tasks]
-        while True:
-            v = vp.next()
-            if v is None:
-                return False
+        for v in _order(s, cross, own):
             acc.append(v)
             held = _held(v)
             for i in range(3):
@@ -259,8 +161,141 @@ class Solver:
                 continue
             if not self._may_fit(j, acc):
                 continue
-            if self._scenario(j, acc, check):
+            cp = s.checkpoint()
+            used = self._attempt(j, acc, check, blocked)
+            if used is not None:
+                self._minimise(j, used, check, blocked, cp)
                 return True
+            if tries is not None:
+                tries -= 1
+                if tries <= 0:
+                    return False
+        return False
+
+    def protected(self, j: JobRT, cross: list[JobRT], own: list[JobRT], young: list[JobRT],
+                  tries: int | None = None) -> str | None:
+        """When J could start only by taking some of `young` (protected by their minimum
+        runtime) too: its pending reason. Changes nothing."""
+        s = self.s
+        cp = s.checkpoint()
+        n = len(s.preempts)
+        young_set = set(young)
+        try:
+            if not self.solve(j, cross, own, tries):
+                return None
+            taken = [e[0] for e in s.preempts[n:] if e[0] in young_set]
+            return self.vic.protected_reason(j, taken)
+        finally:
+            s.rollback(cp)
+
+    def _minimise(self, j: JobRT, used: list[JobRT], check: Reclaimable | None, blocked: bool, cp: int) -> None:
+        """Drop, walking backwards, every victim J can do without; leaves the final scenario
+        committed."""
+        s = self.s
+        best = list(used)
+        if len(best) < 2:
+            return
+        current = True  # the session holds the scenario of `best`
+        need = [float(j.gpus_total), j.cpu * j.tasks, j.mem * j.tasks]
+        for v in reversed(list(used)):
+            if v not in best or len(best) < 2:
+                continue
+            fewer = [x for x in best if x is not v]
+            if not blocked:  # cheap necessary tests first (counts, then a count-only placement)
+                room = self._room0[:]
+                for x in fewer:
+                    held = _held(x)
+                    for i in range(3):
+                        room[i] += held[i]
+                if any(room[i] + EPS < need[i] for i in range(3)):
+                    continue
+            if current:
+                s.rollback(cp)
+                current = False
+            if not self._may_fit(j, fewer):
+                continue
+            got = self._attempt(j, fewer, check, blocked)
+            current = got is not None
+            if got is not None:
+                best = got
+        if not current:
+            s.rollback(cp)
+            got = self._attempt(j, best, check, blocked)
+            assert got is not None, "a scenario that was valid must stay valid"
+
+    def _evict_all(self, j: JobRT, victims: list[JobRT]) -> None:
+        for v in victims:
+            self.s.evict(v, PREEMPT if v.queue is j.queue else RECLAIM, j)
+
+    def _attempt(self, j: JobRT, acc: list[JobRT], check: Reclaimable | None, blocked: bool) -> list[JobRT] | None:
+        """Try the scenario of victims `acc`. On success the session holds it (J started, its
+        victims evicted or relocated) and the evicted victims are returned; else the session is
+        as before and None is returned."""
+        s = self.s
+        cp = s.checkpoint()
+        n0 = len(s.preempts)
+        self._evict_all(j, acc)
+        # victims allocation prefers to J take their place back first
+        first = [v for v in acc if self._before(v, j)]
+        if first:
+            s.rollback(cp)
+            rest = [v for v in acc if v not in first]
+            self._evict_all(j, rest)
+        else:
+            rest = list(acc)
+        status, takes, _ = try_place(s, j, True)
+        if status != OK:
+            s.rollback(cp)
+            return None
+        unneeded = [v for v in rest if _back_in_place(v)]
+        if unneeded:
+            for tk in reversed(takes):
+                give_back(tk)
+            s.rollback(cp)
+            fewer = [v for v in rest if v not in unneeded]
+            self._evict_all(j, fewer)
+            status, takes, _ = try_place(s, j, True)
+            if status == OK:
+                rest = fewer
+            else:  # J needs them under its limit, not their devices
+                s.rollback(cp)
+                self._evict_all(j, rest)
+                status, takes, _ = try_place(s, j, True)
+                if status != OK:
+                    s.rollback(cp)
+                    return None
+        after = after_of(takes)
+        if not rest and not after and not self.idle_ok:
+            for tk in reversed(takes):
+                give_back(tk)
+            s.rollback(cp)
+            return None
+        s.start(j, takes, after)
+        relocated = []
+        pending = list(rest)
+        idle_gpus = sum(len(lst) for n in s.nodes if n.usable for lst in n.free.values())
+        idle_cpu = max((n.cpu for n in s.nodes if n.usable), default=0.0)
+        while pending:
+            v = self._first(pending)
+            pending.remove(v)
+            if v.gpus_total > idle_gpus or v.cpu > idle_cpu + EPS:
+                continue  # cannot be relocated onto idle resources
+            st, tk2, _ = try_place(s, v, False)
+            if st == OK:
+                s.start(v, tk2, [])
+                relocated.append(v)
+        final = [v for v in rest if v not in relocated]
+        if check is not None and not check.valid(final):
+            s.rollback(cp)
+            return None
+        if blocked:  # the victims free its account's limit: it starts once they have ended
+            after.extend(v.id for v in final if v.queue is j.queue and v.id not in after)
+        iq = check.in_quota if check is not None else True
+        for i in range(n0, len(s.preempts)):
+            v, reason, fj, _ = s.preempts[i]
+            if fj is j:
+                s.preempts[i] = (v, reason, fj, self.vic.label(j, v, iq))
+        return rest
 
     def _may_fit(self, j: JobRT, acc: list[JobRT], allow_rel: bool = True) -> bool:
         """Cheap count-only test: could J fit on idle (+ releasing) + these victims' resources?"""
@@ -290,63 +325,6 @@ class Solver:
                 return True
         return False
 
-    def _scenario(self, j: JobRT, acc: list[JobRT], check: Reclaimable | None) -> bool:
-        s = self.s
-        cp = s.checkpoint()
-        for v in acc:
-            s.evict(v, self.mode, j)
-        # victims allocation prefers to J take their place back first
-        first = [v for v in acc if self._before(v, j)]
-        if first:
-            s.rollback(cp)
-            rest = [v for v in acc if v not in first]
-            for v in rest:
-                s.evict(v, self.mode, j)
-        else:
-            rest = list(acc)
-        status, takes, _ = try_place(s, j, True)
-        if status != OK:
-            s.rollback(cp)
-            return False
-        unneeded = [v for v in rest if _back_in_place(v)]
-        if unneeded:
-            for tk in reversed(takes):
-                give_back(tk)
-            s.rollback(cp)
-            rest = [v for v in rest if v not in unneeded]
-            for v in rest:
-                s.evict(v, self.mode, j)
-            status, takes, _ = try_place(s, j, True)
-            if status != OK:
-                s.rollback(cp)
-                return False
-        after = after_of(takes)
-        if not rest and not after and not self.idle_ok:
-            for tk in reversed(takes):
-                give_back(tk)
-            s.rollback(cp)
-            return False
-        s.start(j, takes, after)
-        relocated = []
-        pending = list(rest)
-        idle_gpus = sum(len(lst) for n in s.nodes if n.usable for lst in n.free.values())
-        idle_cpu = max((n.cpu for n in s.nodes if n.usable), default=0.0)
-        while pending:
-            v = self._first(pending)
-            pending.remove(v)
-            if v.gpus_total > idle_gpus or v.cpu > idle_cpu + EPS:
-                continue  # cannot be relocated onto idle resources
-            st, tk2, _ = try_place(s, v, False)
-            if st == OK:
-                s.start(v, tk2, [])
-                relocated.append(v)
-        final = [v for v in rest if v not in relocated]
-        if check is not None and not check.valid(final):
-            s.rollback(cp)
-            return False
-        return True
-
-
 def _running_victims(s: Session) -> list[JobRT]:
     """Possible victims: preemptible RUNNING jobs (not COMPLETING/SUSPENDED ones, not jobs
     started in this cycle)."""
@@ -354,10 +332,18 @@ def _running_victims(s: Session) -> list[JobRT]:
             and v.spec.state == "RUNNING"]
 
 
+def _cross_candidates(s: Session, vic: Victims, j: JobRT, base: list[JobRT]) -> list[JobRT]:
+    """Other accounts' jobs J may reclaim by KAI's per-account filter and J's account's policy."""
+    iq = in_quota(s, j)
+    return [v for v in base if not v.evicted and v.queue is not j.queue and v.charge.get(GPU)
+            and victim_filter(s, j, v.queue) and vic.cross_allows(j, v, iq)]
+
+
 def reclaim_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], idle_ok: bool) -> None:
     failures = Failures()
-    solver = Solver(s, "reclaim", idle_ok)
-    cands = [x for x in jobs if not x.started and x.R.get(GPU)]
+    vic = Victims(s)
+    solver = Solver(s, vic, idle_ok)
+    cands = [x for x in jobs if not x.started and x.R.get(GPU) and not vic.reclaims_never(x)]
     min_gpu: dict[Queue, float] = {}
     for x in cands:
         min_gpu[x.queue] = min(min_gpu.get(x.queue, float("inf")), x.R[GPU])
@@ -376,31 +362,93 @@ def reclaim_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], idle_ok
             break
         if not can_reclaim(s, j):
             continue
-        cands = [v for v in base if not v.evicted and v.queue is not j.queue and v.charge.get(GPU)
-                 and victim_filter(s, j, v.queue)]
-        if solver.solve(j, cands):
+        ok, young = vic.split(j, _cross_candidates(s, vic, j, base))
+        if solver.solve(j, ok, []):
             reasons.pop(j.id, None)
             picker.invalidate_all()
-        else:
-            failures.add(j, "x")
+            continue
+        why = solver.protected(j, ok + young, [], young) if young else None
+        if why is not None:
+            reasons[j.id] = why
+        failures.add(j, "x")
 
 
 def preempt_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], idle_ok: bool) -> None:
     failures = Failures()
-    solver = Solver(s, "preempt", idle_ok)
+    vic = Victims(s)
+    solver = Solver(s, vic, idle_ok)
+    base = _running_victims(s)
     by_queue: dict[Queue, list[JobRT]] = {}
-    for v in _running_victims(s):
+    for v in base:
         by_queue.setdefault(v.queue, []).append(v)
     lowest = {q: min(v.prio for v in vs) for q, vs in by_queue.items()}
-    picker = PendingPicker(s, [j for j in jobs if not j.started and j.queue in lowest and lowest[j.queue] < j.prio],
-                           skip=lambda j: failures.dominated(j) is not None)
+
+    def wants(j: JobRT) -> bool:
+        q = j.queue
+        low = lowest.get(q)
+        if low is None or j.started or vic.within_never(q):
+            return False
+        return low < j.prio or (low == j.prio and vic.may_preempt_equal(q))
+
+    picker = PendingPicker(s, [j for j in jobs if wants(j)], skip=lambda j: failures.dominated(j) is not None)
     while True:
         j = picker.pop()
         if j is None:
             break
-        cands = [v for v in by_queue.get(j.queue, ()) if not v.evicted and v.prio < j.prio]
-        if solver.solve(j, cands):
+        own_all = [v for v in by_queue.get(j.queue, ()) if not v.evicted and vic.own_allows(j, v)]
+        own, young_own = vic.split(j, own_all)
+        if solver.solve(j, [], own) or _combined(s, vic, solver, j, own, base):
             reasons.pop(j.id, None)
             picker.invalidate_all()
-        else:
-            failures.add(j, "x")
+            continue
+        if vic.timed:
+            why = _protected(s, vic, solver, j, own_all, young_own, base)
+            if why is not None:
+                reasons[j.id] = why
+        failures.add(j, "x")
+
+
+def _cross_with_own_freed(s: Session, vic: Victims, j: JobRT, own: list[JobRT], base: list[JobRT]) -> list[JobRT]:
+    """Other accounts' candidates for a combined set: judged as if J's `own` victims had all
+    been preempted (the set's validation then checks the victims it really takes)."""
+    if not own or vic.reclaims_never(j) or not j.R.get(GPU):
+        return []
+    freed: dict[str, float] = {}
+    for v in own:
+        for r, x in v.charge.items():
+            freed[r] = freed.get(r, 0.0) + x
+    path = j.queue.path
+    for q in path:  # J's account as if its own candidates were preempted (restored below)
+        for r, x in freed.items():
+            q.alloc[r] -= x
+    try:
+        if not can_reclaim(s, j):
+            return []
+        return _cross_candidates(s, vic, j, base)
+    finally:
+        for q in path:
+            for r, x in freed.items():
+                q.alloc[r] += x
+
+
+# scenarios tried per job for a combined set (a fallback after reclaim and preempt each failed;
+# KAI bounds its consolidation search the same way)
+COMBINED_TRIES = 8
+
+
+def _combined(s: Session, vic: Victims, solver: Solver, j: JobRT, own: list[JobRT], base: list[JobRT]) -> bool:
+    cross, _ = vic.split(j, _cross_with_own_freed(s, vic, j, own, base))
+    return bool(cross) and solver.solve(j, cross, own, COMBINED_TRIES)
+
+
+def _protected(s: Session, vic: Victims, solver: Solver, j: JobRT, own_all: list[JobRT], young_own: list[JobRT],
+               base: list[JobRT]) -> str | None:
+    cross_all = _cross_with_own_freed(s, vic, j, own_all, base)
+    young = young_own + [v for v in cross_all if vic.protected_for(v, RECLAIM) > 0]
+    if not young:
+        return None
+    if young_own:
+        why = solver.protected(j, [], own_all, young)
+        if why is not None:
+            return why
+    return solver.protected(j, cross_all, own_all, young, COMBINED_TRIES) if cross_all else None

@@ -13,7 +13,8 @@ Contract, run before every other pass:
   `preempting_for`, in job order, gets its running victims evicted for it again (their
   devices become releasing, usable by X only: the allocate pass never places on releasing
   devices, and an evicted job is no victim candidate for anybody), then X is placed on idle
-  plus releasing resources. Placed: X starts, `after` the victims whose devices it uses (none
+  plus releasing resources. Placed: X starts, `after` the victims whose devices it uses (and,
+  when its account's limit held it, after its own account's victims) (none
   once they have ended: it starts now, ahead of every other pending job, on the devices they
   freed). Not placed (its need is no longer covered: a node went down, its request changed):
   the evictions are undone and X is scheduled by the normal rules.
@@ -47,12 +48,16 @@ def held_pass(s: Session, reasons: dict[Any, str]) -> None:
     marked = [j for j in s.pending if j.spec.raw.get("preemptor") is True or str(j.id) in victims]
     for j in marked:  # s.pending is in job order
         cp = s.checkpoint()
-        for v in victims.get(str(j.id), ()):
-            if not v.evicted:
-                s.evict(v, "preempt", j)
+        mine = [v for v in victims.get(str(j.id), ()) if not v.evicted]
+        blocked = bool(mine) and s.over_limit(j, j.R) is not None
+        for v in mine:
+            s.evict(v, "preempt", j)
         status, takes, _ = try_place(s, j, True)
         if status != OK:
             s.rollback(cp)
             continue
-        s.start(j, takes, after_of(takes))
+        after = after_of(takes)
+        if blocked:  # they free its account's limit, not (only) devices: it waits for them all
+            after.extend(v.id for v in mine if v.queue is j.queue and v.id not in after)
+        s.start(j, takes, after)
         reasons.pop(j.id, None)

@@ -48,6 +48,9 @@ Extensions of the documented format, all optional:
 - `jobs[].partition_nodes` (list of node names): the job may only run on these nodes (its
   partition); `jobs[].exclusive` (bool): the job takes whole nodes (all their idle GPUs,
   CPUs and memory) and only nodes nothing else runs on.
+- `accounts[].policy` preemption keys (`within_account`, `reclaim_within_cohort`,
+  `borrow_within_cohort`, `min_runtime_reclaim_s`, `min_runtime_preempt_s`) and `qos[]`'s
+  `min_runtime_reclaim_s` / `min_runtime_preempt_s`: who may preempt whom (victims.py).
 - `jobs[].preempting_for` (job id, on a running job): an earlier cycle preempted this job for
   that pending job and it is still ending (grace time); its devices are reserved for that job
   (no other job is placed on them, nobody chooses it as a victim again) while the job is

@@ -66,7 +66,7 @@ class Session:
         self._build_queues()
         self.undo: list = []
         self.starts: list[tuple[JobRT, list]] = []
-        self.preempts: list[tuple[JobRT, str, JobRT]] = []
+        self.preempts: list[tuple[JobRT, str, JobRT, str]] = []  # (victim, reason, for, policy)
         self.qos_used: dict[tuple[str, str], float] = {}
         qos_limits = {}
         for q in snap.qos:
@@ -451,9 +451,10 @@ class Session:
             j.started = False
         self.undo.append(undo)
 
-    def evict(self, j: JobRT, reason: str, for_job: JobRT) -> None:
+    def evict(self, j: JobRT, reason: str, for_job: JobRT, policy: str = "") -> None:
         """Mark a running job preempted: its devices and amounts become *releasing* (usable by
-        the job it is evicted for, which then starts after it)."""
+        the job it is evicted for, which then starts after it). `policy`: the rule that allowed
+        it (victims.py), for the decision."""
         takes = j.takes
         assert takes is not None
         for tk in takes:
@@ -477,7 +478,7 @@ class Session:
         if j.assoc is not None or self.run_mins:
             assoc_add(self, j, -1.0)
         j.evicted = True
-        self.preempts.append((j, reason, for_job))
+        self.preempts.append((j, reason, for_job, policy))
 
         def undo() -> None:
             self.preempts.pop()

@@ -133,7 +133,7 @@ def test_reclaimer_starts_after_its_victims():
                            "after": ["v"],
                            "charge": {"tres": {"cpu": 2, "mem": 2, "node": 1, "gres/gpu:gpu": 2, "gres/gpu": 2},
                                       "parts": [["gres/gpu:gpu", 2, "gpu", 2]]}}]
-    assert d["preempt"] == [{"job": "v", "reason": "reclaim", "for": "r"}]
+    assert d["preempt"] == [{"job": "v", "reason": "reclaim", "for": "r", "policy": "reclaim_within_cohort=any"}]
 
 
 def test_quota_reclaim_by_priority_opt_in():
