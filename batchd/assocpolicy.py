@@ -29,9 +29,10 @@ TRES keys: `cpu`, `mem` (MiB), `gres/gpu`, `gres/gpu:TYPE`, `gres/shard`; a limi
 none. The account-wide running cap (Slurm's GrpTRES) is each resource's `limit`.
 
 The five preemption keys (issue 16) are the account's only (a user's policy refuses them); an
-account without one takes it from its nearest ancestor that sets it, else the default
-(`preempt_policy`). The preemptor's account's policy decides which jobs it may take; the
-victim's account decides how long its jobs are protected (and its QOS: the larger counts).
+account without one takes it from its nearest ancestor that sets it, else the default; the
+scheduler applies both (batchd/scheduler/victims.py). The preemptor's account's policy decides
+which jobs it may take; the victim's account decides how long its jobs are protected (and its
+QOS: the larger counts).
 """
 
 from __future__ import annotations
@@ -48,15 +49,11 @@ ACCOUNT_ONLY = ("partitions", "budget_period", *GROUP, *PREEMPT)
 KEYS = (*INHERITED, *ACCOUNT_ONLY)
 USER_KEYS = INHERITED
 PERIODS = ("month", "week", "day", "year", "none")
-#: allowed values of the word-valued preemption keys, and the defaults of all five
+#: allowed values of the word-valued preemption keys
 CHOICES = {
     "within_account": ("never", "lower_priority", "lower_or_newer_equal_priority"),
     "reclaim_within_cohort": ("never", "lower_priority", "any"),
     "borrow_within_cohort": ("never", "lower_priority", "any"),
-}
-PREEMPT_DEFAULTS: dict[str, Any] = {
-    "within_account": "lower_priority", "reclaim_within_cohort": "any", "borrow_within_cohort": {"policy": "any"},
-    "min_runtime_reclaim_s": 0, "min_runtime_preempt_s": 0,
 }
 TRES_KEYS = ("cpu", "mem", "gres/gpu", "gres/shard")
 
@@ -154,24 +151,6 @@ def _check_preempt(w: str, k: str, v: Any) -> Any:
             raise ValueError(f"{w}.max_priority_threshold: must be an integer (a QOS priority), got {n!r}")
         out["max_priority_threshold"] = n
     return out
-
-
-def preempt_policy(account: str, parents: dict[str, str | None],
-                   policies: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The five preemption keys (PREEMPT) that hold for `account`: each from the account's own
-    policy, else the nearest ancestor's that sets it, else PREEMPT_DEFAULTS. `parents`:
-    account -> parent; `policies`: account -> its (validated) policy table."""
-    out: dict[str, Any] = {}
-    a: str | None = account
-    seen: set[str] = set()
-    while a is not None and a not in seen and len(out) < len(PREEMPT):
-        seen.add(a)
-        pol = policies.get(a) or {}
-        for k in PREEMPT:
-            if k not in out and k in pol:
-                out[k] = pol[k]
-        a = parents.get(a)
-    return {k: out.get(k, PREEMPT_DEFAULTS[k]) for k in PREEMPT}
 
 
 @dataclass

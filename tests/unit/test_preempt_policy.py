@@ -1,10 +1,10 @@
 """The preemption keys of an account's policy (issue 16, batchd.assocpolicy): accepted values
 normalised, bad values refused naming the key and the allowed values, refused in a user's
-policy, inherited from the nearest ancestor, and no association limit for the scheduler."""
+policy, and no association limit for the scheduler."""
 
 import pytest
 
-from batchd.assocpolicy import PREEMPT_DEFAULTS, check_policy, preempt_policy
+from batchd.assocpolicy import check_policy
 
 
 @pytest.mark.parametrize("given, want", [
@@ -61,18 +61,6 @@ def test_a_users_policy_refuses_account_keys(key):
     assert str(e.value) == f"user[0].policy.{key}: an account's key, not a user's (set it in the account's policy)"
 
 
-def test_inherited_from_the_nearest_ancestor_else_default():
-    parents = {"root": None, "org": "root", "team": "org", "leaf": "team"}
-    pols = {"root": {"min_runtime_reclaim_s": 60},
-            "org": {"within_account": "never", "borrow_within_cohort": {"policy": "lower_priority"}},
-            "team": {"within_account": "lower_or_newer_equal_priority"}}
-    assert preempt_policy("leaf", parents, pols) == {
-        "within_account": "lower_or_newer_equal_priority", "reclaim_within_cohort": "any",
-        "borrow_within_cohort": {"policy": "lower_priority"}, "min_runtime_reclaim_s": 60,
-        "min_runtime_preempt_s": 0}
-    assert preempt_policy("unknown", parents, pols) == PREEMPT_DEFAULTS
-
-
 def test_preemption_keys_are_no_association_limits():
     # the scheduler switches its association-limit bookkeeping on only for limits (assoclimits.py)
     from batchd.scheduler import load_snapshot
@@ -101,10 +89,6 @@ def test_the_examples_of_docs_preemption_md_load():
     accounts, config = (tomllib.loads(b) for b in re.findall(r"```toml\n(.*?)```", text, re.S))
     p = {a.name: a.policy for a in parse_accounts(accounts).accounts}
     assert p["research"]["min_runtime_reclaim_s"] == 1800
-    parents = {"research": "root", "interns": "research", "root": None}
-    assert preempt_policy("interns", parents, p) == {
-        "within_account": "never", "reclaim_within_cohort": "lower_priority",
-        "borrow_within_cohort": {"policy": "lower_priority", "max_priority_threshold": 10},
-        "min_runtime_reclaim_s": 1800, "min_runtime_preempt_s": 600}
+    assert p["interns"] == {"within_account": "never", "reclaim_within_cohort": "lower_priority"}
     cfg = parse_config({"node": [{"name": "n1", "cpus": 1, "memory_mb": 1}], **config})
     assert [(q.name, q.min_runtime_reclaim_s) for q in cfg.qos] == [("normal", 0), ("low", 900)]
