@@ -126,9 +126,6 @@ def marker(c: Cluster, job_id: int) -> str:
 def start_two_low(c: Cluster, policy: str) -> list[int]:
     (c.root / "accounts.toml").write_text(ACCOUNTS.format(policy=policy))
     r = c.run("batchd", "apply", str(c.root / "accounts.toml"), check=False)
-    if r.returncode != 0 and policy and "within_account" in r.stderr + r.stdout:
-        pytest.skip(f"the accounts file parser refuses [account.policy] within_account (issue 16 "
-                    f"plumbing, batchd/assocpolicy.py, not on this branch yet): {(r.stderr or r.stdout).strip()}")
     assert r.returncode == 0, r.stderr
     low = [c.submit("-A", "team", "--qos", "low", "--gres=gpu:1", "--requeue", "-J", f"low{i}", input=LOW)
            for i in range(2)]
