@@ -250,31 +250,43 @@ class Solver:
             s.rollback(cp)
             return None
         unneeded = [v for v in rest if _back_in_place(v)]
+        if not unneeded:  # go on from here: the same scenario
+            return rest if self._scenario(j, rest, check, blocked, (cp, takes)) else None
         for tk in reversed(takes):
             give_back(tk)
         s.rollback(cp)
         options = [[v for v in rest if v not in unneeded]]
-        if unneeded and self._bound:
+        if self._bound:
             options.append(rest)
         for victims in options:
             if self._scenario(j, victims, check, blocked):
                 return victims
         return None
 
-    def _scenario(self, j: JobRT, rest: list[JobRT], check: Reclaimable | None, blocked: bool) -> bool:
+    def _scenario(self, j: JobRT, rest: list[JobRT], check: Reclaimable | None, blocked: bool,
+                  placed: tuple[int, Any] | None = None) -> bool:
         """Evict `rest`, place and start J, relocate the victims that fit elsewhere, validate.
-        The session holds it when True, is unchanged when False."""
+        The session holds it when True, is unchanged when False. `placed`: (checkpoint, takes)
+        when `rest` are evicted and J placed already (since that checkpoint)."""
         s = self.s
-        cp = s.checkpoint()
-        n0 = len(s.preempts)
-        self._evict_all(j, rest)
+        if placed is None:
+            cp = s.checkpoint()
+            self._evict_all(j, rest)
+            takes = None
+        else:
+            cp, takes = placed
+        n0 = len(s.preempts) - len(rest)  # the entries of these evictions (the last ones)
         if any(self._before(v, j) for v in rest):  # with exactly these evicted, one goes first
+            if takes is not None:
+                for tk in reversed(takes):
+                    give_back(tk)
             s.rollback(cp)
             return False
-        status, takes, _ = try_place(s, j, True)
-        if status != OK:
-            s.rollback(cp)
-            return False
+        if takes is None:
+            status, takes, _ = try_place(s, j, True)
+            if status != OK:
+                s.rollback(cp)
+                return False
         after = after_of(takes)
         if not rest and not after and not self.idle_ok:
             for tk in reversed(takes):
