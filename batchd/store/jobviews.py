@@ -86,8 +86,8 @@ def _conditions(q: JobQuery) -> list[ColumnElement[bool]]:
             c.append(or_(JobRow.end_time.is_(None), JobRow.end_time >= start,
                          JobRow.state.in_(("PENDING", "RUNNING", "SUSPENDED", "COMPLETING"))))
         if end is not None:
-            # a row starts at or after its job's submission, but for runs before a requeue
-            c.append(or_(JobRow.submit_time <= end, JobRow.restarts > 0))
+            # every row of a job starts at or after its submission (kept across requeues)
+            c.append(JobRow.submit_time <= end)
     if q.pending_tasks is not None:
         is_task = and_(JobRow.state == "PENDING", JobRow.array_job_id.is_not(None),
                        JobRow.array_task_id.is_not(None))

@@ -163,3 +163,30 @@ def test_a_null_key_reads_as_a_missing_one(store, cfg):
     # JOB_VIEW's workdir is text: a record whose workdir is JSON null shows "", as one without
     store.insert_jobs([_job(5, spec=_spec(workdir=None)), _job(6, spec={"script": "x"})])
     assert [views.job_view(j, cfg)["workdir"] for j in list_view_jobs(store, JobQuery(), *KEYS)] == ["", ""]
+
+
+def _plan(store, q):
+    from sqlalchemy import select
+
+    from batchd.store.jobviews import _conditions
+    from batchd.store.tables import JobRow
+
+    stmt = select(JobRow.id).where(*_conditions(q))
+    sql = str(stmt.compile(store.engine, compile_kwargs={"literal_binds": True}))
+    prefix = "EXPLAIN QUERY PLAN " if store.engine.dialect.name == "sqlite" else "EXPLAIN "
+    with store.engine.connect() as c:
+        if store.engine.dialect.name == "postgresql":
+            c.exec_driver_sql("SET enable_seqscan = off")  # a tiny table: ask whether an index can serve
+        return " ".join(str(r[-1]) for r in c.exec_driver_sql(prefix + sql))
+
+
+@pytest.mark.parametrize("q, index", [
+    (JobQuery(ended_since=NOW), "ix_jobs_end_time"),
+    (JobQuery(window=(NOW, None)), "ix_jobs_end_time"),
+    (JobQuery(window=(None, NOW)), "ix_jobs_submit_time"),
+    (JobQuery(users=("bob",)), "ix_jobs_user"),
+    (JobQuery(accounts=("physics",)), "ix_jobs_account"),
+], ids=["min-job-age", "sacct-S", "sacct-E", "user", "account"])
+def test_windows_and_filters_use_an_index(store, q, index):
+    store.insert_jobs(_jobs())
+    assert index in _plan(store, q)
