@@ -51,7 +51,10 @@ Layout (every key optional unless marked):
     [[node]]      name (required), cpus (required), memory_mb (required),
                   gpus = [{type = "h200", count = 4}] | [{index, uuid, type, mig = [...]}] | "nvml"
     [[qos]]       name (required), priority = 0, preemptible = true, usage_factor = 1.0,
-                  max_gpus_per_user = -1, grace_time_s = 60
+                  max_gpus_per_user = -1, grace_time_s = 60, min_runtime_reclaim_s = 0,
+                  min_runtime_preempt_s = 0 (seconds a running job of the QOS is no victim of
+                  reclaim by another account / of preemption in its own; the larger of these
+                  and its account's min_runtime_* counts, docs/preemption.md)
 """
 
 from __future__ import annotations
@@ -107,6 +110,8 @@ class QosConfig:
     usage_factor: float = 1.0
     max_gpus_per_user: int = -1
     grace_time_s: int = 60
+    min_runtime_reclaim_s: int = 0  # protection from reclaim (another account), seconds
+    min_runtime_preempt_s: int = 0  # protection from preemption in its account (PreemptExemptTime)
 
 
 @dataclass
@@ -400,6 +405,8 @@ def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
             usage_factor=float(q.get("usage_factor", 1.0)),
             max_gpus_per_user=int(q.get("max_gpus_per_user", -1)),
             grace_time_s=int(q.get("grace_time_s", 60)),
+            min_runtime_reclaim_s=_int(path, f"{k}.min_runtime_reclaim_s", q.get("min_runtime_reclaim_s", 0)),
+            min_runtime_preempt_s=_int(path, f"{k}.min_runtime_preempt_s", q.get("min_runtime_preempt_s", 0)),
         ))
     if not cfg.qos:
         # no [[qos]] at all: KAI's classes, a preemptible `normal` for training and
