@@ -25,7 +25,11 @@ Layout (every key optional unless marked):
     [scheduler]   interval_s = 5, placement = "pack"|"spread", backfill = true, kill_wait_s = 30,
                   def_mem_per_cpu_mb = 1024, enforce_memory = true, node_timeout_s = 30,
                   grace_time_s = 60, quota_reclaim_by_priority = false, passes = [...],
-                  budget_recount_s = 60 (how often GrpTRESMins budgets' use is recounted)
+                  budget_recount_s = 60 (how often GrpTRESMins budgets' use is recounted),
+                  min_job_age_s = 300 (Slurm's MinJobAge: how long an ended job stays in
+                  squeue, scontrol and scancel; sacct keeps it), spool_keep_s = 3600 (how
+                  long a node keeps an ended run's spool directory, its script and records,
+                  once its usage is stored; 0 = purge at the next minute's pass)
     [priority]    the policy keys of batchd.priority (weight_age, decay_half_life_s, ...)
     [accounting]  tres_billing_weights = "CPU=1.0,Mem=0.25G,GRES/gpu=2.0", sample_interval_s = 30,
                   rollup_interval_s = 300, zero_gpu_flag_s = 3600
@@ -305,6 +309,10 @@ def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
         iv = cfg.scheduler["interval_s"]
         if not isinstance(iv, (int, float)) or isinstance(iv, bool) or iv <= 0:
             raise _fail(path, "scheduler.interval_s", f"must be a positive number, got {iv!r}")
+    for k in ("min_job_age_s", "spool_keep_s"):
+        v = cfg.scheduler.get(k, 0)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+            raise _fail(path, f"scheduler.{k}", f"must be a number >= 0, got {v!r}")
     cfg.priority = dict(data.get("priority", {}))
     cfg.gpu_aliases = {str(k): _str(path, f"gpu_aliases.{k}", v)
                        for k, v in data.get("gpu_aliases", {}).items()}
