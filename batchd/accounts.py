@@ -24,6 +24,11 @@ changes nothing with `--dry-run`, is idempotent, and every change is audited. Th
     max_tres_per_user = { "gres/gpu" = 4 }     # each user's GrpTRES
     grp_tres_mins = { "gres/gpu" = 120000 }    # a budget: 2,000 GPU-hours ...
     budget_period = "month"                    # ... a month (week, day, year, none)
+    within_account = "lower_priority"          # preemption (docs/preemption.md): whom its jobs
+    reclaim_within_cohort = "any"              # may preempt in the account, reclaim from others,
+    borrow_within_cohort = { policy = "lower_priority", max_priority_threshold = 50 }
+    min_runtime_reclaim_s = "30:00"            # and how long its own jobs are protected
+    min_runtime_preempt_s = 600                # (seconds, or Slurm's M:S, H:M:S, D-H:M:S)
 
     [[user]]                     # optional, for per-user shares or FairShare=parent
     name = "carol"
@@ -74,7 +79,7 @@ def _policy(where: str, p: Any, names: dict[str, set[str]] | None, user: bool = 
     """A validated association policy (batchd.assocpolicy); QOS and partition names are
     checked against `names` ({"qos": ..., "partitions": ...}) when given."""
     try:
-        pol = check_policy(where, p, user=user)
+        pol = check_policy(where, _durations(where, p), user=user)
     except ValueError as e:
         raise InvalidRequest(str(e)) from None
     for key, kind in (("qos", "qos"), ("default_qos", "qos"), ("partitions", "partitions")):
@@ -87,6 +92,27 @@ def _policy(where: str, p: Any, names: dict[str, set[str]] | None, user: bool = 
                 raise _err(f"{where}.{key}", f"unknown {'QOS' if kind == 'qos' else 'partition'} {n!r} "
                            f"(the cluster has: {', '.join(sorted(known))})")
     return pol
+
+
+def _durations(where: str, p: Any) -> Any:
+    """`p` with a Slurm duration text of a `min_runtime_*` key as seconds (sbatch's grammar,
+    batchd.cli.slurmtime, not rounded). A bare number in quotes is refused: in Slurm it
+    means minutes, in a key ending in `_s` seconds."""
+    from batchd.cli.slurmtime import time_str2secs
+
+    if not isinstance(p, dict):
+        return p
+    out = dict(p)
+    for k in ("min_runtime_reclaim_s", "min_runtime_preempt_s"):
+        v = out.get(k)
+        if not isinstance(v, str):
+            continue
+        secs = None if v.strip().isdigit() else time_str2secs(v.strip())
+        if secs is None or secs < 0:
+            raise _err(f"{where}.{k}", f"not a duration, got {v!r} (seconds as a number, or "
+                       "M:S, H:M:S, D-H, D-H:M, D-H:M:S)")
+        out[k] = secs
+    return out
 
 
 def parse_accounts(doc: dict[str, Any], gpu_types: set[str] | None = None,
@@ -339,7 +365,8 @@ def slurm_view(service: Any) -> dict[str, Any]:
     except KeyError:
         admins = ["root"]
     info = [{"name": q.name, "priority": q.priority, "preemptible": q.preemptible, "usage_factor": q.usage_factor,
-             "grace_time_s": q.grace_time_s} for q in service.cfg.qos]
+             "grace_time_s": q.grace_time_s, "min_runtime_preempt_s": q.min_runtime_preempt_s}
+            for q in service.cfg.qos]
     return {**doc, "cluster": service.cfg.cluster_name, "qos": qos, "qos_info": info, "admins": admins,
             "gpu_types": sorted(cluster_gpu_types(service.store.list_nodes()))}
 

@@ -38,6 +38,10 @@ STRIKES = 3
 #: Seconds without a full disk / lock timeout / unreachable database before its end is
 #: logged and a new occurrence is logged again.
 FAULT_QUIET_S = 30.0
+#: How often collected runs' spool directories are purged (seconds)
+PURGE_PERIOD_S = 60.0
+#: `[scheduler] spool_keep_s` default: how long a collected run's spool directory is kept
+SPOOL_KEEP_S = 3600.0
 
 
 def _describe(e: BaseException) -> str:
@@ -66,6 +70,8 @@ class Agent:
         self._faulted = False  # this pass met a full disk / lock timeout / unreachable database
         self._fault_seen = 0.0  # when a pass or the daemon's loop last met one
         self.isolation = self._isolation_mode(cfg.isolation)
+        self.runs = launcher.SpoolIndex(self.spool)
+        self._purged = 0.0  # when collected runs were last purged (time.time())
 
     @staticmethod
     def _isolation_mode(setting: str) -> str:
@@ -107,7 +113,7 @@ class Agent:
         # runs in the spool that the store no longer shows running here: the store gave
         # up on them (cancelled, or NODE_FAIL while this agent was away and requeued).
         # A live one is killed; an ended one is recorded unless the store has its end.
-        for job_id, run in launcher.list_runs(self.spool):
+        for job_id, run in self.runs.runs():
             if (job_id, run) in live:
                 continue
             try:
@@ -117,6 +123,7 @@ class Agent:
                     raise
                 self._once(("orphan", job_id, run), logging.ERROR, "run bookkeeping failed job_id=%s run=%s "
                            "error=%s", job_id, run, _describe(e), exc_info=faults.cause(e) is None)
+        self._purge()
         try:
             self.steps.step()
         except Exception as e:
@@ -133,6 +140,23 @@ class Agent:
             for why in (faults.NO_SPACE, faults.LOCK_TIMEOUT, faults.UNREACHABLE):
                 self._once.clear(("fault", why), "agent pass complete again (%s gone)", why)
         return ended
+
+    def _purge(self) -> None:
+        """Every PURGE_PERIOD_S, delete the spool directories of runs collected more than
+        `[scheduler] spool_keep_s` ago (batchd.config; kept for debugging until then). The
+        store's launched_run, not the directory, keeps a run from starting twice."""
+        now = time.time()
+        if now - self._purged < PURGE_PERIOD_S:
+            return
+        self._purged = now
+        keep = float(self.cfg.scheduler.get("spool_keep_s", SPOOL_KEEP_S))
+        try:
+            n = launcher.purge_collected(self.spool, keep)
+        except OSError as e:
+            self._once(("purge", type(e).__name__), logging.ERROR, "spool purge failed error=%s", _describe(e))
+            return
+        if n:
+            log.info("spool purged runs=%s keep_s=%s", n, int(keep))
 
     def log_failure(self, what: str) -> None:
         """Log the exception being handled at the top of the daemon's loop: a full disk,

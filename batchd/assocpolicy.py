@@ -3,7 +3,7 @@
 An account (`[[account]]` of the accounts file, `batchd account`, `sacctmgr`) and a user's
 association with it (`[[user]]`) may carry a `policy` table:
 
-| key | Slurm | meaning | enforced |
+| key | Slurm (Kueue, KAI) | meaning | enforced |
 |---|---|---|---|
 | `qos` | QOS | the QOS its jobs may use (unset: every QOS) | at submit and `scontrol update QOS=`: `Invalid qos specification` |
 | `default_qos` | DefaultQOS | the QOS of a job that names none | at submit |
@@ -15,6 +15,11 @@ association with it (`[[user]]`) may carry a `policy` table:
 | `grp_tres_mins` | GrpTRESMins | a budget of TRES-minutes per `budget_period`, for the account and its subtree | pending reason `AssocGrpGRESMinutes` (`AssocGrpCPUMinutesLimit`, `AssocGrpMemMinutes`) |
 | `grp_tres_run_mins` | GrpTRESRunMins | TRES x remaining time limit of the running jobs | pending reason `AssocGrpGRESRunMinutes` (`AssocGrpCPURunMinutesLimit`, `AssocGrpMemRunMinutes`) |
 | `budget_period` | (PriorityUsageResetPeriod) | `month` (default), `week`, `day`, `year` or `none`: when the budget's count restarts (UTC) | |
+| `within_account` | Kueue `withinClusterQueue`; KAI's preempt action | which running jobs of its own account a pending job may preempt: `never`, `lower_priority` (default: strictly lower QOS priority), `lower_or_newer_equal_priority` (also equal QOS priority, submitted later) | by the scheduler (docs/preemption.md) |
+| `reclaim_within_cohort` | Kueue `reclaimWithinCohort`; KAI's reclaim action | which jobs of other accounts a job may reclaim while it stays within its quota: `never`, `lower_priority`, `any` (default) | by the scheduler |
+| `borrow_within_cohort` | Kueue `borrowWithinCohort` | reclaim while the job would be above its quota: a table: `policy` = `never`, `lower_priority` or `any` (default), optional `max_priority_threshold` = N (only victims of QOS priority <= N); or the text `"POLICY"` or `"POLICY:N"` | by the scheduler |
+| `min_runtime_reclaim_s` | KAI `reclaimMinRuntime` | its running jobs are no reclaim victims (for other accounts) before they ran this long: seconds, or a Slurm duration (`30:00`, `1-00:00:00`) | by the scheduler |
+| `min_runtime_preempt_s` | KAI `preemptMinRuntime`; Slurm's QOS PreemptExemptTime | likewise for preemption within the account | by the scheduler |
 
 Inheritance, as Slurm's associations: a user's association takes each of `qos`,
 `default_qos`, `max_*` from its own policy, else from its account's, else from the nearest
@@ -22,6 +27,12 @@ ancestor that sets it. `grp_*` limits hold at every level: an account's budget c
 whole subtree. `partitions` is the account's (and its ancestors' intersection).
 TRES keys: `cpu`, `mem` (MiB), `gres/gpu`, `gres/gpu:TYPE`, `gres/shard`; a limit of -1 is
 none. The account-wide running cap (Slurm's GrpTRES) is each resource's `limit`.
+
+The five preemption keys (issue 16) are the account's only (a user's policy refuses them); an
+account without one takes it from its nearest ancestor that sets it, else the default; the
+scheduler applies both (batchd/scheduler/victims.py). The preemptor's account's policy decides
+which jobs it may take; the victim's account decides how long its jobs are protected (and its
+QOS: the larger counts).
 """
 
 from __future__ import annotations
@@ -31,10 +42,19 @@ from typing import Any
 
 INHERITED = ("qos", "default_qos", "max_jobs", "max_submit_jobs", "max_tres_per_job", "max_tres_per_user")
 GROUP = ("grp_tres_mins", "grp_tres_run_mins")
-ACCOUNT_ONLY = ("partitions", "budget_period", *GROUP)
+#: the preemption policy of an account (issue 16, docs/preemption.md)
+PREEMPT = ("within_account", "reclaim_within_cohort", "borrow_within_cohort", "min_runtime_reclaim_s",
+           "min_runtime_preempt_s")
+ACCOUNT_ONLY = ("partitions", "budget_period", *GROUP, *PREEMPT)
 KEYS = (*INHERITED, *ACCOUNT_ONLY)
 USER_KEYS = INHERITED
 PERIODS = ("month", "week", "day", "year", "none")
+#: allowed values of the word-valued preemption keys
+CHOICES = {
+    "within_account": ("never", "lower_priority", "lower_or_newer_equal_priority"),
+    "reclaim_within_cohort": ("never", "lower_priority", "any"),
+    "borrow_within_cohort": ("never", "lower_priority", "any"),
+}
 TRES_KEYS = ("cpu", "mem", "gres/gpu", "gres/shard")
 
 SUBMIT_LIMIT = ("Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)")
@@ -50,9 +70,13 @@ def check_policy(where: str, p: Any, user: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in p.items():
         w = f"{where}.{k}"
+        if user and k in ACCOUNT_ONLY:
+            raise ValueError(f"{w}: an account's key, not a user's (set it in the account's policy)")
         if k not in allowed:
             raise ValueError(f"{w}: unknown key (one of {', '.join(allowed)})")
-        if k in ("qos", "partitions"):
+        if k in PREEMPT:
+            out[k] = _check_preempt(w, k, v)
+        elif k in ("qos", "partitions"):
             if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
                 raise ValueError(f"{w}: must be a list of names")
             out[k] = sorted(set(v))
@@ -84,6 +108,48 @@ def check_policy(where: str, p: Any, user: bool = False) -> dict[str, Any]:
                 out[k] = t
     if "default_qos" in out and "qos" in out and out["default_qos"] not in out["qos"]:
         raise ValueError(f"{where}.default_qos: {out['default_qos']!r} is not among its qos {out['qos']}")
+    return out
+
+
+def _check_preempt(w: str, k: str, v: Any) -> Any:
+    """One preemption key's value, normalised: a word, seconds, or for borrow_within_cohort
+    the table {policy, max_priority_threshold?} (also given as the text "POLICY[:N]").
+    A Slurm duration for a `min_runtime_*` key is the caller's to convert (batchd.accounts):
+    the time grammar lives on the command side."""
+    if k.startswith("min_runtime_"):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"{w}: must be an integer number of seconds >= 0, got {v!r}")
+        return v
+    allowed = CHOICES[k]
+    if k != "borrow_within_cohort":
+        if v not in allowed:
+            raise ValueError(f"{w}: must be one of {', '.join(allowed)}, got {v!r}")
+        return v
+    if isinstance(v, str):
+        word, colon, n = v.partition(":")
+        t: dict[str, Any] = {"policy": word}
+        if colon:
+            try:
+                t["max_priority_threshold"] = int(n)
+            except ValueError:
+                raise ValueError(f"{w}: the threshold after ':' must be an integer, got {n!r}") from None
+        v = t
+    if not isinstance(v, dict):
+        raise ValueError(f"{w}: must be a table {{policy = \"{'|'.join(allowed)}\", max_priority_threshold = N}}"
+                         f" or the text \"POLICY[:N]\", got {v!r}")
+    for f in v:
+        if f not in ("policy", "max_priority_threshold"):
+            raise ValueError(f"{w}.{f}: unknown key (one of policy, max_priority_threshold)")
+    if "policy" not in v:
+        raise ValueError(f"{w}.policy: required (one of {', '.join(allowed)})")
+    if v["policy"] not in allowed:
+        raise ValueError(f"{w}.policy: must be one of {', '.join(allowed)}, got {v['policy']!r}")
+    out: dict[str, Any] = {"policy": v["policy"]}
+    if v.get("max_priority_threshold") is not None:
+        n = v["max_priority_threshold"]
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise ValueError(f"{w}.max_priority_threshold: must be an integer (a QOS priority), got {n!r}")
+        out["max_priority_threshold"] = n
     return out
 
 

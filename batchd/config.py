@@ -26,6 +26,10 @@ Layout (every key optional unless marked):
                   def_mem_per_cpu_mb = 1024, enforce_memory = true, node_timeout_s = 30,
                   grace_time_s = 60, quota_reclaim_by_priority = false, passes = [...],
                   budget_recount_s = 60 (how often GrpTRESMins budgets' use is recounted),
+                  min_job_age_s = 300 (Slurm's MinJobAge: how long an ended job stays in
+                  squeue, scontrol and scancel; sacct keeps it), spool_keep_s = 3600 (how
+                  long a node keeps an ended run's spool directory, its script and records,
+                  once its usage is stored; 0 = purge at the next minute's pass),
                   cycle_min_gap_ms = 50 (while wake-ups keep coming, a scheduling cycle starts
                   at most this long, or the last cycle's own duration if longer, after the
                   previous one ended: a burst of submissions shares one cycle; a wake-up
@@ -51,7 +55,10 @@ Layout (every key optional unless marked):
     [[node]]      name (required), cpus (required), memory_mb (required),
                   gpus = [{type = "h200", count = 4}] | [{index, uuid, type, mig = [...]}] | "nvml"
     [[qos]]       name (required), priority = 0, preemptible = true, usage_factor = 1.0,
-                  max_gpus_per_user = -1, grace_time_s = 60
+                  max_gpus_per_user = -1, grace_time_s = 60, min_runtime_reclaim_s = 0,
+                  min_runtime_preempt_s = 0 (seconds a running job of the QOS is no victim of
+                  reclaim by another account / of preemption in its own; the larger of these
+                  and its account's min_runtime_* counts, docs/preemption.md)
 """
 
 from __future__ import annotations
@@ -107,6 +114,8 @@ class QosConfig:
     usage_factor: float = 1.0
     max_gpus_per_user: int = -1
     grace_time_s: int = 60
+    min_runtime_reclaim_s: int = 0  # protection from reclaim (another account), seconds
+    min_runtime_preempt_s: int = 0  # protection from preemption in its account (PreemptExemptTime)
 
 
 @dataclass
@@ -310,10 +319,10 @@ def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
         iv = cfg.scheduler["interval_s"]
         if not isinstance(iv, (int, float)) or isinstance(iv, bool) or iv <= 0:
             raise _fail(path, "scheduler.interval_s", f"must be a positive number, got {iv!r}")
-    if "cycle_min_gap_ms" in cfg.scheduler:
-        gap = cfg.scheduler["cycle_min_gap_ms"]
-        if not isinstance(gap, (int, float)) or isinstance(gap, bool) or gap < 0:
-            raise _fail(path, "scheduler.cycle_min_gap_ms", f"must be a number >= 0, got {gap!r}")
+    for k in ("min_job_age_s", "spool_keep_s", "cycle_min_gap_ms"):
+        v = cfg.scheduler.get(k, 0)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+            raise _fail(path, f"scheduler.{k}", f"must be a number >= 0, got {v!r}")
     cfg.priority = dict(data.get("priority", {}))
     cfg.gpu_aliases = {str(k): _str(path, f"gpu_aliases.{k}", v)
                        for k, v in data.get("gpu_aliases", {}).items()}
@@ -406,6 +415,8 @@ def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
             usage_factor=float(q.get("usage_factor", 1.0)),
             max_gpus_per_user=int(q.get("max_gpus_per_user", -1)),
             grace_time_s=int(q.get("grace_time_s", 60)),
+            min_runtime_reclaim_s=_int(path, f"{k}.min_runtime_reclaim_s", q.get("min_runtime_reclaim_s", 0)),
+            min_runtime_preempt_s=_int(path, f"{k}.min_runtime_preempt_s", q.get("min_runtime_preempt_s", 0)),
         ))
     if not cfg.qos:
         # no [[qos]] at all: KAI's classes, a preemptible `normal` for training and

@@ -180,7 +180,9 @@ class Controller:
                        "shards": self.cfg.shard_per_gpu * whole_cards(n.gpus)} for n in nodes],
             "accounts": accounts, "users": users, "usage": usage, "jobs": out_jobs,
             "qos": [{"name": q.name, "priority": q.priority, "preemptible": q.preemptible,
-                     "max_gpus_per_user": q.max_gpus_per_user, "usage_factor": q.usage_factor}
+                     "max_gpus_per_user": q.max_gpus_per_user, "usage_factor": q.usage_factor,
+                     "min_runtime_reclaim_s": q.min_runtime_reclaim_s,
+                     "min_runtime_preempt_s": q.min_runtime_preempt_s}
                     for q in self.cfg.qos],
         }
 
@@ -350,7 +352,9 @@ class Controller:
         for jid in started:
             log.info("job started job_id=%s", jid)
         for pre in dec.get("preempt", []):
-            log.info("job preempted job_id=%s reason=%s for=%s", pre["job"], pre.get("reason"), pre.get("for"))
+            # the rule that allowed it (issue 16) is kept nowhere else once the next cycle runs
+            log.info("job preempted job_id=%s reason=%s for=%s policy=%s", pre["job"], pre.get("reason"),
+                     pre.get("for"), pre.get("policy") or "-")
 
 
 def _preemptor_marks(snap: dict[str, Any], dec: dict[str, Any]) -> list[tuple[int, tuple[str, ...], dict]]:

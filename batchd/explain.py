@@ -37,6 +37,19 @@ REASONS = {
     "BadConstraints": "no node can ever satisfy the request as asked",
     "None": "the next scheduling cycle will consider it",
 }
+#: pending reasons that carry a number (the scheduler's, issue 16): prefix -> what is behind it
+PROTECTED = {
+    "Reclaim pending:": "the jobs of other accounts it would reclaim have not run their minimum runtime yet",
+    "Preemption pending:": "the jobs of its account it would preempt have not run their minimum runtime yet",
+}
+
+
+def reason_text(reason: str) -> str:
+    """The plain words for a pending reason (itself when there are none)."""
+    for prefix, why in PROTECTED.items():
+        if reason.startswith(prefix):
+            return f"{reason} ({why})"
+    return REASONS.get(reason, reason)
 
 
 def explain(service: Any, job_ref: str) -> dict[str, Any]:
@@ -49,8 +62,10 @@ def explain(service: Any, job_ref: str) -> dict[str, Any]:
     lines = [f"Job {j['display_id']} ({j['name']}, user {j['user']}, account {j['account']}) is {j['state']}"
              + (f": {j['reason']}" if j["state"] == "PENDING" else "")]
     if j["state"] == "PENDING":
-        lines.append(f"  why: {REASONS.get(j['reason'], j['reason'])}")
+        lines.append(f"  why: {reason_text(j['reason'])}")
     snap = service.snapshot()
+    dec = service.last_decisions() if hasattr(service, "last_decisions") else {}
+    lines += _preempt_lines(snap, dec, j["id"])
     rows = {r.job_id: r for r in priority_rows(snap, include_running=True)}
     f = rows.get(str(j["id"]))
     if f is not None:
@@ -62,7 +77,6 @@ def explain(service: Any, job_ref: str) -> dict[str, Any]:
                      + (f"; {name} dominates" if name != "none" else ""))
         if f.nice:
             lines.append(f"  nice {f.nice} is subtracted")
-    dec = service.last_decisions() if hasattr(service, "last_decisions") else {}
     planned = (dec.get("planned_start") or {}).get(str(j["id"]))
     if planned:
         lines.append("  planned start (backfill reservation): "
@@ -78,6 +92,28 @@ def explain(service: Any, job_ref: str) -> dict[str, Any]:
             lines.append(f"  account {j['account']}: fair share {fs:g} GPUs, using {used} ({side} its share"
                          + ("; its borrowed jobs may be reclaimed)" if used > fs else ")"))
     return {"job": j["id"], "lines": lines}
+
+
+def _preempt_lines(snap: dict[str, Any], dec: dict[str, Any], job_id: int) -> list[str]:
+    """Preemptions the job is in: those the last cycle decided (with the policy that allowed
+    each, when the scheduler names it), else what the stored job says (a victim's
+    `preempting_for`, a preemptor's mark, as the snapshot carries them)."""
+    sid = str(job_id)
+    out: list[str] = []
+    for p in dec.get("preempt") or []:
+        how = str(p.get("reason") or "") + (f", policy {p['policy']}" if p.get("policy") else "")
+        if str(p.get("job")) == sid:
+            out.append(f"  preempted for job {p.get('for')} ({how})")
+        elif str(p.get("for")) == sid:
+            out.append(f"  preempts job {p.get('job')} ({how})")
+    if out:
+        return out
+    entry: dict[str, Any] = next((x for x in snap.get("jobs") or [] if str(x.get("id")) == sid), {})
+    if entry.get("preempting_for") is not None:
+        out.append(f"  preempted for job {entry['preempting_for']}: it is being stopped")
+    elif entry.get("preemptor"):
+        out.append("  jobs were preempted for it: it starts when their devices are free")
+    return out
 
 
 def _budget_lines(snap: dict[str, Any], account: str) -> list[str]:

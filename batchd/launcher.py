@@ -8,7 +8,7 @@ unit (`_spawn_unit`, isolation "systemd"). `staged` finds a launch's leftover st
 directories. The run directories and their records are described in `batchd.spool`.
 
 The node agent also calls, through this module's names: `poll`, `list_runs`,
-`collect`, `purge_collected`, `find_supervisors` (from `batchd.runwatch`) and
+`collect`, `purge_collected`, `find_supervisors`, `SpoolIndex` (from `batchd.runwatch`) and
 `terminate`, `send_signal`, `set_time_limit` (from `batchd.runcontrol`).
 """
 
@@ -29,7 +29,14 @@ from typing import Any
 
 from batchd.errors import BatchdError
 from batchd.runcontrol import send_signal, set_time_limit, terminate  # noqa: F401  (re-exported)
-from batchd.runwatch import collect, find_supervisors, list_runs, poll, purge_collected  # noqa: F401  (re-exported)
+from batchd.runwatch import (  # noqa: F401  (re-exported)
+    SpoolIndex,
+    collect,
+    find_supervisors,
+    list_runs,
+    poll,
+    purge_collected,
+)
 from batchd.spool import (  # noqa: F401  (re-exported: the launcher's callers use these names)
     CANCEL_NOTES,
     COLLECTED,

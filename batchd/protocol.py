@@ -59,7 +59,12 @@ POST /v1/jobs                      body {"spec": JOB_SPEC}
 GET  /v1/jobs?QUERY                -> {"jobs": [JOB_VIEW]} ; QUERY keys (all optional, lists comma
                                    separated): ids (job ids or `123_4` array tasks), users, accounts,
                                    partitions, states, names, qos; `all=1` also returns finished
-                                   jobs still in memory (squeue shows only PENDING/RUNNING/...).
+                                   jobs still in memory (squeue shows only PENDING/RUNNING/...);
+                                   `nodes=HOSTLIST` only jobs allocated one of these nodes;
+                                   `fold=1` the pending tasks of a job array as one JOB_VIEW
+                                   (squeue without -r): array_task_id null, array_task_str
+                                   `[0-3,7%2]`, display_id `123_[0-3,7%2]`, the rest the
+                                   lowest task's, placed where its lowest job id would be.
 POST /v1/jobs/signal               body {"ids": [str], "filters": {users, accounts, names, states,
                                    partitions, qos}, "signal": int | None, "batch_only": bool}
                                    (filters narrow the given ids, or select jobs when ids is empty;

@@ -115,6 +115,57 @@ def list_runs(spool_dir: str) -> list[tuple[int, int]]:
     return sorted(runs)
 
 
+class SpoolIndex:
+    """`list_runs` for a node agent's pass, several times a second: the spool directory is
+    listed again only when it changed (making or removing a run directory changes its
+    mtime), when its mtime is too recent to tell a later change from it (a change within
+    the same clock tick), or every RELIST_S; a run once seen collected is not looked at
+    again. So a pass costs a stat per run not yet collected, not per run ever made."""
+
+    #: relist at least this often (seconds), whatever the mtime says
+    RELIST_S = 30.0
+    #: an mtime closer to the clock than this (seconds) is not trusted to be the last one
+    RECENT_S = 2.0
+
+    def __init__(self, spool_dir: str):
+        self.spool_dir = spool_dir
+        self._stamp: tuple[int, int] | None = None
+        self._listed = 0.0
+        self._runs: list[tuple[int, int]] = []
+        self._collected: set[tuple[int, int]] = set()
+        self.listings = 0  # how many times the directory was listed (for tests)
+
+    def runs(self) -> list[tuple[int, int]]:
+        """(job_id, run) of every run directory not yet collected, sorted."""
+        try:
+            st = os.stat(self.spool_dir)
+        except FileNotFoundError:
+            self._stamp, self._runs = None, []
+            return []
+        now = time.time()
+        stamp = (st.st_mtime_ns, st.st_ino)
+        if (stamp != self._stamp or now - self._listed >= self.RELIST_S
+                or now - st.st_mtime_ns / 1e9 < self.RECENT_S):
+            runs = []
+            for name in os.listdir(self.spool_dir):
+                m = JOBDIR_RE.match(name)
+                if m:
+                    runs.append((int(m.group(1)), int(m.group(2))))
+            self._runs = sorted(runs)
+            self._collected.intersection_update(runs)
+            self._stamp, self._listed = stamp, now
+            self.listings += 1
+        out = []
+        for job_id, run in self._runs:
+            if (job_id, run) in self._collected:
+                continue
+            if os.path.exists(os.path.join(jobdir_path(self.spool_dir, job_id, run), COLLECTED)):
+                self._collected.add((job_id, run))
+                continue
+            out.append((job_id, run))
+        return out
+
+
 def collect(spool_dir: str, job_id: int, run: int) -> None:
     """Mark a run collected (its usage record is stored). The files stay for debugging
     until `purge_collected`; the directory keeps the run from ever being started again."""

@@ -14,6 +14,7 @@ requeue, update) are `batchd.jobchanges.JobChanges`, both mixed in here.
 
 from __future__ import annotations
 
+import dataclasses
 import grp
 import logging
 import os
@@ -21,14 +22,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from batchd import acctrows, views
+from batchd import acctrows, hostlist, views
 from batchd.caller import Caller, user_name
 from batchd.config import Config
 from batchd.errors import Conflict, InvalidRequest, NotFound, PermissionDenied, SubmitError
 from batchd.jobchanges import JobChanges
-from batchd.jobfilter import filter_jobs, split_csv
+from batchd.jobfilter import split_csv
 from batchd.model import Job, SubmitFacts
-from batchd.store import Store
+from batchd.store import Store, jobviews
 from batchd.submission import Submission
 
 log = logging.getLogger(__name__)
@@ -134,24 +135,79 @@ class Service(Submission, JobChanges):
             return [j for j in out if since is None or j.end_time is None or j.end_time >= since]
         return self.store.list_jobs(since=None if all_jobs else self._in_memory_since())
 
+    def _view_query(self, query: dict[str, str], ids: list[str] | None, since: float | None
+                    ) -> tuple[jobviews.JobQuery, jobviews.Pick]:
+        """The store query for a listing's filters (batchd.jobfilter's keys) and job ids
+        (as `_select` reads them), and the Python pick that narrows array task lists."""
+        def csv(key: str) -> tuple[str, ...] | None:
+            return tuple(split_csv(query.get(key)) or ()) or None
+
+        q = jobviews.JobQuery(users=csv("users"), accounts=csv("accounts"), partitions=csv("partitions"),
+                              states=csv("states"), names=csv("names"), qos=csv("qos"), ended_since=since)
+        if not ids:
+            return q, None
+        plain: set[int] = set()
+        tasks: dict[int, set[int]] = {}
+        for raw in ids:
+            try:
+                jid, task = views.parse_job_id(raw)
+            except ValueError:
+                raise InvalidRequest(f"Invalid job id specified: {raw}") from None
+            if task is None:
+                plain.add(jid)
+            else:
+                tasks.setdefault(jid, set()).update(task)
+
+        def pick(jid: int, aj: int | None, task: int | None) -> bool:
+            if aj is not None and aj in tasks:
+                return task in tasks[aj]
+            return jid in plain or (aj is not None and aj in plain)
+
+        q = dataclasses.replace(q, ids=frozenset(plain), array_job_ids=frozenset(plain | set(tasks)))
+        return q, pick
+
     def list_jobs(self, query: dict[str, str]) -> dict[str, Any]:
+        """squeue's and scontrol's JOB_VIEWs (by id), filtered in the store. `fold=1`:
+        the pending tasks of each job array as one row (`views.fold_pending_tasks`), as
+        squeue shows them without -r."""
         ids = split_csv(query.get("ids"))
         # squeue -t all and scontrol see the jobs still in memory (MinJobAge), like Slurm
-        jobs = self._select(ids, False)
-        jobs = filter_jobs(jobs, query)
-        return {"jobs": [views.job_view(j, self.cfg) for j in jobs]}
+        q, pick = self._view_query(query, ids, self._in_memory_since())
+        keys = (views.SPEC_KEYS, views.REQUEST_KEYS)
+        if query.get("nodes"):
+            # squeue -w: jobs with nodes in the store; the hostlist is matched here
+            try:
+                wanted = set(hostlist.expand(query["nodes"]))
+            except ValueError as e:
+                raise InvalidRequest(f"nodes: {e}") from None
+            q = dataclasses.replace(q, on_nodes=True)
+            jobs = [j for j in jobviews.list_view_jobs(self.store, q, *keys)
+                    if (pick is None or pick(j.id, j.array_job_id, j.array_task_id)) and _on(j, wanted)]
+            return {"jobs": [views.job_view(j, self.cfg) for j in jobs]}
+        if query.get("fold") == "1":
+            others, tasks, firsts = jobviews.list_folded_view_jobs(self.store, q, *keys, pick=pick)
+            first_views = {j.array_job_id: views.job_view(j, self.cfg) for j in firsts
+                           if j.array_job_id is not None}
+            return {"jobs": views.fold_pending_tasks([views.job_view(j, self.cfg) for j in others], tasks,
+                                                     first_views)}
+        jobs = jobviews.list_view_jobs(self.store, q, *keys)
+        return {"jobs": [views.job_view(j, self.cfg) for j in jobs
+                         if pick is None or pick(j.id, j.array_job_id, j.array_task_id)]}
 
     def accounting(self, caller: Caller, query: dict[str, str]) -> dict[str, Any]:
+        """sacct's ACCT_ROWs: the filters and a loose time window in the store,
+        `batchd.acctrows` cuts the window exactly."""
         ids = split_csv(query.get("ids"))
-        jobs = self._select(ids, True, purged=True) if ids else self.store.list_jobs()
-        if not ids and query.get("all_users") != "1" and not query.get("users") and not self.is_admin(caller):
-            jobs = [j for j in jobs if j.uid == caller.uid]
-        elif not ids and query.get("all_users") != "1" and not query.get("users"):
-            jobs = [j for j in jobs if j.uid == caller.uid] if caller.uid != 0 else jobs
-        jobs = filter_jobs(jobs, query)
         start = float(query["start"]) if query.get("start") else None
         end = float(query["end"]) if query.get("end") else None
-        usage = self.store.list_usage(job_ids=[j.id for j in jobs])
+        q, pick = self._view_query(query, ids, None)
+        # without ids, all users (-a) or a user list, a user sees their own jobs; root all
+        mine = not ids and query.get("all_users") != "1" and not query.get("users") and caller.uid != 0
+        q = dataclasses.replace(q, owner_uid=caller.uid if mine else None,
+                                window=(start, end) if start is not None or end is not None else None)
+        jobs = [j for j in jobviews.list_view_jobs(self.store, q, views.SPEC_KEYS, views.REQUEST_KEYS)
+                if pick is None or pick(j.id, j.array_job_id, j.array_task_id)]
+        usage = jobviews.list_view_usage(self.store, q)
         rows = acctrows.acct_rows(jobs, usage, duplicates=query.get("duplicates") == "1", start=start, end=end)
         return {"records": rows}
 
@@ -182,6 +238,15 @@ class Service(Submission, JobChanges):
         return {"node": name, "state": states[action]}
 
     # ------------------------------------------------------------------ changes
+
+
+def _on(j: Job, nodes: set[str]) -> bool:
+    """Whether the job's node list names one of `nodes` (an unreadable list: kept, for the
+    command's own check)."""
+    try:
+        return bool(nodes.intersection(hostlist.expand(j.node_list, None)))
+    except ValueError:
+        return True
 
 
 __all__ = ["Caller", "Service", "SubmitError", "NotFound", "PermissionDenied", "Conflict"]

@@ -58,10 +58,25 @@ def _job_number(text: str, least: int = 1) -> int:
 
 
 def group_name(gid: int) -> str:
+    """The group's name, else the number. Remembered for GROUP_TTL_S: a listing of
+    10,000 jobs asks the system once per group, not once per job."""
+    now = time.monotonic()
+    hit = _groups.get(gid)
+    if hit is not None and hit[1] > now:
+        return hit[0]
     try:
-        return grp.getgrgid(gid).gr_name
+        name = grp.getgrgid(gid).gr_name
     except KeyError:
-        return str(gid)
+        name = str(gid)
+    if len(_groups) > 10_000:
+        _groups.clear()
+    _groups[gid] = (name, now + GROUP_TTL_S)
+    return name
+
+
+#: how long a group's name is remembered (seconds)
+GROUP_TTL_S = 60.0
+_groups: dict[int, tuple[str, float]] = {}
 
 
 def exit_str(code: int, sig: int) -> str:
@@ -106,6 +121,17 @@ def shown_time_limit(j: Job, cfg: Config) -> int | None:
         return j.time_limit_s
     part = next((p for p in cfg.partitions if p.name == j.partition), None)
     return None if part is None else part.max_time_s
+
+
+#: The spec keys JOB_VIEW and ACCT_ROW (batchd.acctrows) read: the store loads only
+#: these for a listing (batchd.store.jobviews), never the script or the environment.
+#: A key read below must be named here (tests/store/test_jobviews.py checks both agree).
+SPEC_KEYS = ("workdir", "script_path", "submit_host", "output", "error", "input", "constraint", "nodelist",
+             "exclude", "cpus_per_task", "exclusive", "gres", "gpus_per_node", "gpus", "gpus_per_task",
+             "ntasks_per_node", "mem_mb", "mem_per_cpu_mb", "mem_per_gpu_mb")
+#: The request keys JOB_VIEW and ACCT_ROW read (an array task's request also lists every
+#: task of its array, which a listing never needs)
+REQUEST_KEYS = ("array_max_running", "nodes", "tasks", "per_task", "gpu_type")
 
 
 def job_view(j: Job, cfg: Config, now: float | None = None) -> dict[str, Any]:
@@ -348,3 +374,41 @@ def _user_name(uid: int) -> str:
         return pwd.getpwuid(uid).pw_name
     except KeyError:
         return str(uid)
+
+
+def fold_pending_tasks(others: list[dict[str, Any]], tasks: list[tuple[int, int, int]],
+                       firsts: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """squeue's rows without -r, as `batchd.cli.fmt.fold_array_tasks` makes them from every
+    task's JOB_VIEW, built from far less: `others` the JOB_VIEWs of every job but the
+    pending array tasks (by id), `tasks` (id, array_job_id, array_task_id) of those tasks
+    (by id), `firsts` per array job id the JOB_VIEW of its pending task with the lowest
+    task id. Each array's pending tasks become one row at the place of its task with the
+    lowest job id: the first task's view with `id` the array job id, `array_task_id` None,
+    `array_task_str` `[0-3,7%2]` and `display_id` `123_[0-3,7%2]` (`%N` the array's
+    throttle, which every task of an array shares). An array whose first task is missing
+    from `firsts` (it left PENDING meanwhile) is left out."""
+    groups: dict[int, list[int]] = {}
+    place: dict[int, int] = {}
+    for jid, aj, task in tasks:
+        groups.setdefault(aj, []).append(task)
+        place.setdefault(aj, jid)
+    folded: list[tuple[int, dict[str, Any]]] = []
+    for aj, ids in groups.items():
+        first = firsts.get(aj)
+        if first is None:
+            continue
+        throttle = first.get("array_max_running")
+        text = _ranges(ids) + (f"%{throttle}" if throttle else "")
+        folded.append((place[aj], dict(first, id=aj, array_task_id=None, array_task_str=f"[{text}]",
+                                        display_id=f"{aj}_[{text}]")))
+    if not folded:
+        return others
+    folded.sort(key=lambda x: x[0])
+    out, k = [], 0
+    for v in others:
+        while k < len(folded) and folded[k][0] < v["id"]:
+            out.append(folded[k][1])
+            k += 1
+        out.append(v)
+    out.extend(f for _p, f in folded[k:])
+    return out

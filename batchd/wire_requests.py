@@ -231,7 +231,8 @@ REQUESTS: dict[tuple[str, str], Route] = {
     ("GET", "/v1/ping"): Route(NO_QUERY, None),
     ("POST", "/v1/jobs"): Route(NO_QUERY, Obj({"spec": JOB_SPEC},
                                               required=("spec",), unknown="scalars", what="a JSON object")),
-    ("GET", "/v1/jobs"): Route(Q(ids=Str(1 << 20, test=_job_ids), all=Q_FLAG, **JOB_FILTERS), None),
+    ("GET", "/v1/jobs"): Route(Q(ids=Str(1 << 20, test=_job_ids), all=Q_FLAG, fold=Q_FLAG, nodes=HOSTLIST,
+                                 **JOB_FILTERS), None),
     ("POST", "/v1/jobs/signal"): Route(NO_QUERY, _body({
         "ids": List(JOB_ID, max_items=100_000, null=True),
         "filters": Obj({"users": FILTER, "accounts": FILTER, "names": FILTER, "states": FILTER,

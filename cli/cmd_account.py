@@ -30,9 +30,14 @@ _opts = [
     click.option("--weight", multiple=True, metavar="TRES=W", help="Over-quota weight."),
     click.option("--lending-limit", multiple=True, metavar="TRES=N", help="At most this much idle quota is lent."),
     click.option("--policy", multiple=True, metavar="KEY=VALUE",
-                 help="An association limit (docs: batchd/assocpolicy.py), VALUE in JSON or a bare word: "
+                 help="An association limit or preemption key (docs: batchd/assocpolicy.py, "
+                      "docs/preemption.md), VALUE in JSON or a bare word: "
                       "max_jobs=4, 'qos=[\"normal\",\"high\"]', default_qos=high, "
-                      "'grp_tres_mins={\"gres/gpu\":120000}', budget_period=month; -1 or null removes it."),
+                      "'grp_tres_mins={\"gres/gpu\":120000}', budget_period=month, "
+                      "within_account=never, reclaim_within_cohort=lower_priority, "
+                      "borrow_within_cohort=lower_priority (POLICY, or POLICY:N for a "
+                      "max_priority_threshold of N), min_runtime_reclaim_s=600 (seconds) or =30:00 "
+                      "(Slurm time); -1 or null removes it."),
     click.option("--dry-run", is_flag=True, help="Show the change without making it."),
 ]
 
@@ -73,6 +78,24 @@ def list_():
         res = "; ".join(f"{k}: " + ",".join(f"{f}={v}" for f, v in sorted(r.items()))
                         for k, r in sorted(a.get("resources", {}).items()))
         click.echo(f"{a['name']:<16} {a.get('parent') or '':<12} {a['priority']:>8} {a['shares']:>6}  {res}")
+        if a.get("policy"):
+            click.echo(f"{'':<16} policy: {policy_text(a['policy'])}")
+
+
+def policy_text(pol):
+    """A policy table on one line, `KEY=VALUE` as --policy takes them (borrow_within_cohort
+    as POLICY[:N], TRES tables as gres/gpu=4,cpu=8, lists comma-separated)."""
+    parts = []
+    for k, v in pol.items():
+        if k == "borrow_within_cohort" and isinstance(v, dict):
+            t = v.get("max_priority_threshold")
+            v = f"{v.get('policy')}" + ("" if t is None else f":{t}")
+        elif isinstance(v, dict):
+            v = ",".join(f"{r}={n}" for r, n in v.items())
+        elif isinstance(v, list):
+            v = ",".join(str(x) for x in v)
+        parts.append(f"{k}={v}")
+    return " ".join(parts)
 
 
 @command.command("show")

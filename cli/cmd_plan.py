@@ -49,8 +49,15 @@ def render(dec: dict) -> str:
     out.append("")
     out.append(f"PREEMPT ({len(dec['preempt'])})")
     if dec["preempt"]:
-        out.append(_table([[str(p["job"]), p["reason"], str(p["for"])] for p in dec["preempt"]],
-                          ["JOBID", "REASON", "FOR"]))
+        # POLICY: the preemptor account's rule that allowed it (issue 16); decisions of an
+        # older scheduler have none, and then no such column
+        header = ["JOBID", "REASON", "FOR"]
+        rows = [[str(p["job"]), p["reason"], str(p["for"])] for p in dec["preempt"]]
+        if any(p.get("policy") for p in dec["preempt"]):
+            header.append("POLICY")
+            for row, p in zip(rows, dec["preempt"], strict=True):
+                row.append(p.get("policy") or "")
+        out.append(_table(rows, header))
     out.append("")
     out.append(f"PENDING ({len(dec['pending'])})")
     if dec["pending"]:

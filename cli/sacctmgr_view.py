@@ -9,6 +9,7 @@ each line with `|`, `-P` joins without it; parsable headers are never cut.
 
 from batchd.assocpolicy import effective
 from batchd.cli.fmt import fmt_mem, truncate_plus
+from batchd.cli.slurmtime import format_duration
 
 ENTITIES = {"account": "account", "accounts": "account", "user": "user", "users": "user",
             "assoc": "assoc", "association": "assoc", "associations": "assoc", "qos": "qos", "tres": "tres"}
@@ -38,6 +39,7 @@ _F = {
     "maxnodes": ("MaxNodes", 8), "maxcpus": ("MaxCPUs", 8), "maxcpumins": ("MaxCPUMins", 11),
     "name": ("Name", 10), "gracetime": ("GraceTime", 10), "preempt": ("Preempt", 10),
     "preemptmode": ("PreemptMode", 11), "usagefactor": ("UsageFactor", 11),
+    "preemptexempttime": ("PreemptExemptTime", 19),
     "type": ("Type", 8), "tresname": ("Name", 15), "id": ("ID", 6),
 }
 FORMAT_NAMES = {"fairshare": "share", "shares": "share", "grpsubmitjobs": "grpsubmit",
@@ -286,7 +288,10 @@ def _qos_rows(state):
     for q in info:
         pre = [p["name"] for p in info if p.get("preemptible") and p.get("priority", 0) < q.get("priority", 0)]
         g = int(q.get("grace_time_s") or 0)
+        # Slurm prints an unset PreemptExemptTime empty; batchd's 0 is "none"
+        exempt = int(q.get("min_runtime_preempt_s") or 0)
         out.append({"name": q["name"], "priority": q.get("priority", 0),
+                    "preemptexempttime": format_duration(exempt) if exempt > 0 else "",
                     "gracetime": f"{g // 3600:02d}:{g // 60 % 60:02d}:{g % 60:02d}", "preempt": ",".join(pre),
                     "preemptmode": "requeue" if q.get("preemptible") or pre else "cluster",
                     "usagefactor": f"{float(q.get('usage_factor', 1.0)):.6f}"})

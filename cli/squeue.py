@@ -262,6 +262,11 @@ def build_query(opts: dict) -> tuple[dict, list[str] | None, list[str]]:
         # one job: load it whatever its state (as slurm_load_job does), filter here
         del q["states"]
         q["all"] = "1"
+    nodes = _split(opts.get("nodelist"))
+    if nodes:
+        q["nodes"] = ",".join(nodes)  # the daemon narrows; fetch() checks names as given
+    if not opts.get("array") and "steps" not in opts:
+        q["fold"] = "1"  # the daemon folds pending array tasks (fold_array_tasks is then a no-op)
     return q, states, jobs
 
 

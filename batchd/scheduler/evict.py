@@ -148,6 +148,8 @@ class Solver:
         if not self.idle_ok and not blocked and self._may_fit(j, [], False):
             return False
         check = Reclaimable(s, j, self.vic) if cross else None
+        # its own victims may free room under its account's limit or fair share, not only devices
+        self._bound = blocked or bool(own and cross and not can_reclaim(s, j))
         acc: list[JobRT] = []
         room = _room(s)
         self._room0 = room[:]
@@ -189,16 +191,17 @@ class Solver:
             s.rollback(cp)
 
     def _minimise(self, j: JobRT, used: list[JobRT], check: Reclaimable | None, blocked: bool, cp: int) -> None:
-        """Drop, walking backwards, every victim J can do without; leaves the final scenario
-        committed."""
+        """Drop, walking the victims backwards, every one J can do without (down to none, when
+        J can start on what other preemptions already free); leaves the final scenario
+        committed. Every attempt starts from the same state (`cp`), and a set `_attempt`
+        returned is valid again when given back to it (no victim of it goes before J, see
+        `_scenario`), so the result does not depend on where a previous attempt put J."""
         s = self.s
         best = list(used)
-        if len(best) < 2:
-            return
         current = True  # the session holds the scenario of `best`
         need = [float(j.gpus_total), j.cpu * j.tasks, j.mem * j.tasks]
-        for v in reversed(list(used)):
-            if v not in best or len(best) < 2:
+        for v in reversed(used):
+            if v not in best:
                 continue
             fewer = [x for x in best if x is not v]
             if not blocked:  # cheap necessary tests first (counts, then a count-only placement)
@@ -228,48 +231,68 @@ class Solver:
             self.s.evict(v, PREEMPT if v.queue is j.queue else RECLAIM, j)
 
     def _attempt(self, j: JobRT, acc: list[JobRT], check: Reclaimable | None, blocked: bool) -> list[JobRT] | None:
-        """Try the scenario of victims `acc`. On success the session holds it (J started, its
-        victims evicted or relocated) and the evicted victims are returned; else the session is
-        as before and None is returned."""
+        """Try the scenario of candidate victims `acc`. On success the session holds it (J
+        started, its victims evicted or relocated) and the evicted victims are returned; else
+        the session is as before and None is returned. Victims allocation prefers to J are not
+        evicted; the scenario without the victims whose devices J did not take is tried first,
+        then, when J's own account holds it back (its limit, or its fair share for a combined
+        set), with them."""
         s = self.s
         cp = s.checkpoint()
-        n0 = len(s.preempts)
         self._evict_all(j, acc)
-        # victims allocation prefers to J take their place back first
-        first = [v for v in acc if self._before(v, j)]
+        first = [v for v in acc if self._before(v, j)]  # they take their place back first
+        rest = [v for v in acc if v not in first]
         if first:
             s.rollback(cp)
-            rest = [v for v in acc if v not in first]
             self._evict_all(j, rest)
-        else:
-            rest = list(acc)
         status, takes, _ = try_place(s, j, True)
         if status != OK:
             s.rollback(cp)
             return None
         unneeded = [v for v in rest if _back_in_place(v)]
-        if unneeded:
-            for tk in reversed(takes):
-                give_back(tk)
+        if not unneeded:  # go on from here: the same scenario
+            return rest if self._scenario(j, rest, check, blocked, (cp, takes)) else None
+        for tk in reversed(takes):
+            give_back(tk)
+        s.rollback(cp)
+        options = [[v for v in rest if v not in unneeded]]
+        if self._bound:
+            options.append(rest)
+        for victims in options:
+            if self._scenario(j, victims, check, blocked):
+                return victims
+        return None
+
+    def _scenario(self, j: JobRT, rest: list[JobRT], check: Reclaimable | None, blocked: bool,
+                  placed: tuple[int, Any] | None = None) -> bool:
+        """Evict `rest`, place and start J, relocate the victims that fit elsewhere, validate.
+        The session holds it when True, is unchanged when False. `placed`: (checkpoint, takes)
+        when `rest` are evicted and J placed already (since that checkpoint)."""
+        s = self.s
+        if placed is None:
+            cp = s.checkpoint()
+            self._evict_all(j, rest)
+            takes = None
+        else:
+            cp, takes = placed
+        n0 = len(s.preempts) - len(rest)  # the entries of these evictions (the last ones)
+        if any(self._before(v, j) for v in rest):  # with exactly these evicted, one goes first
+            if takes is not None:
+                for tk in reversed(takes):
+                    give_back(tk)
             s.rollback(cp)
-            fewer = [v for v in rest if v not in unneeded]
-            self._evict_all(j, fewer)
+            return False
+        if takes is None:
             status, takes, _ = try_place(s, j, True)
-            if status == OK:
-                rest = fewer
-            else:  # J needs them under its limit, not their devices
+            if status != OK:
                 s.rollback(cp)
-                self._evict_all(j, rest)
-                status, takes, _ = try_place(s, j, True)
-                if status != OK:
-                    s.rollback(cp)
-                    return None
+                return False
         after = after_of(takes)
         if not rest and not after and not self.idle_ok:
             for tk in reversed(takes):
                 give_back(tk)
             s.rollback(cp)
-            return None
+            return False
         s.start(j, takes, after)
         relocated = []
         pending = list(rest)
@@ -287,7 +310,7 @@ class Solver:
         final = [v for v in rest if v not in relocated]
         if check is not None and not check.valid(final):
             s.rollback(cp)
-            return None
+            return False
         if blocked:  # the victims free its account's limit: it starts once they have ended
             after.extend(v.id for v in final if v.queue is j.queue and v.id not in after)
         iq = check.in_quota if check is not None else True
@@ -295,7 +318,7 @@ class Solver:
             v, reason, fj, _ = s.preempts[i]
             if fj is j:
                 s.preempts[i] = (v, reason, fj, self.vic.label(j, v, iq))
-        return rest
+        return True
 
     def _may_fit(self, j: JobRT, acc: list[JobRT], allow_rel: bool = True) -> bool:
         """Cheap count-only test: could J fit on idle (+ releasing) + these victims' resources?"""

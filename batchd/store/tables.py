@@ -100,7 +100,10 @@ class JobRow(Base):
     # run whose spool directory vanished is never started a second time
     launched_run: Mapped[int | None] = mapped_column(Integer)
     __table_args__ = (Index("ix_jobs_state", "state"), Index("ix_jobs_array_job_id", "array_job_id"),
-                      Index("ix_jobs_uid_submit_token", "uid", "submit_token"))
+                      Index("ix_jobs_uid_submit_token", "uid", "submit_token"),
+                      # the listings' filters and time windows (batchd.store.jobviews)
+                      Index("ix_jobs_end_time", "end_time"), Index("ix_jobs_submit_time", "submit_time"),
+                      Index("ix_jobs_user", "user"), Index("ix_jobs_account", "account"))
 
 
 class UsageRecord(Base):
@@ -135,7 +138,8 @@ class UsageRecord(Base):
     gpu_util_pct: Mapped[float | None] = mapped_column(Float)
     gpu_mem_mb: Mapped[float | None] = mapped_column(Float)
     __table_args__ = (UniqueConstraint("job_id", "run", name="uq_usage_records_job_run"),
-                      Index("ix_usage_records_end_time", "end_time"))
+                      Index("ix_usage_records_end_time", "end_time"),
+                      Index("ix_usage_records_start_time", "start_time"))
 
 
 class AccountRow(Base):

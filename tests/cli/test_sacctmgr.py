@@ -220,3 +220,16 @@ def test_qos_minus_the_default_qos_is_refused_and_nothing_changes(peer, capsys):
     assert err.startswith("sacctmgr: error: account smbeta.policy.default_qos: 'low' is not among its qos")
     rc, out, _ = run(capsys, "sacctmgr -n -P show assoc where account=smbeta user= format=qos,defqos")
     assert out == "low,normal|low\n"
+
+
+def test_show_qos_preempt_exempt_time(peer, capsys):
+    # a QOS's min_runtime_preempt_s is Slurm's PreemptExemptTime (width 19, [D-]HH:MM:SS);
+    # 0 (none) prints empty, as Slurm prints an unset one
+    cfg = peer.service.cfg
+    times = {"low": 5400, "high": 2 * 86400 + 61}
+    cfg.qos = [dataclasses.replace(q, min_runtime_preempt_s=times.get(q.name, 0)) for q in cfg.qos]
+    rc, out, err = run(capsys, "sacctmgr -P show qos format=name,preemptexempttime")
+    assert (rc, err) == (0, "")
+    assert out == "Name|PreemptExemptTime\nnormal|\nlow|01:30:00\nhigh|2-00:01:01\n"
+    rc, out, _ = run(capsys, "sacctmgr -n show qos high format=name,preemptexempttime")
+    assert out == "      high          2-00:01:01 \n"

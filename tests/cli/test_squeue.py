@@ -49,7 +49,17 @@ def test_query_built_from_options(daemon, capsys):
     rc, _, _ = run(["-u", "root,daemon", "-A", "training", "-p", "gpu", "-n", "x", "-q", "low"], capsys)
     assert rc == 0
     q = daemon.calls[-1][3]
-    assert q == {"users": "root,daemon", "accounts": "training", "partitions": "gpu", "names": "x", "qos": "low"}
+    assert q == {"users": "root,daemon", "accounts": "training", "partitions": "gpu", "names": "x", "qos": "low",
+                 "fold": "1"}
+
+
+def test_the_daemon_folds_array_tasks_but_with_r_and_narrows_by_node(daemon, capsys):
+    run([], capsys)
+    assert daemon.calls[-1][3] == {"fold": "1"}
+    run(["-r"], capsys)
+    assert daemon.calls[-1][3] == {}
+    run(["-r", "-w", "vm"], capsys)
+    assert daemon.calls[-1][3] == {"nodes": "vm"}
 
 
 def test_unknown_users_are_dropped_with_slurms_error(daemon, capsys):
@@ -97,11 +107,11 @@ def test_min_memory_conversion_as_slurm(mem_mb, shown, noconvert):
 
 def test_t_all_and_job_list_ask_for_finished_jobs(daemon, capsys):
     run(["-t", "all"], capsys)
-    assert daemon.calls[-1][3] == {"all": "1"}
+    assert daemon.calls[-1][3] == {"all": "1", "fold": "1"}
     run(["-j", "84,85"], capsys)
-    assert daemon.calls[-1][3] == {"ids": "84,85", "all": "1"}
+    assert daemon.calls[-1][3] == {"ids": "84,85", "all": "1", "fold": "1"}
     run(["-t", "CD,F"], capsys)
-    assert daemon.calls[-1][3] == {"states": "COMPLETED,FAILED", "all": "1"}
+    assert daemon.calls[-1][3] == {"states": "COMPLETED,FAILED", "all": "1", "fold": "1"}
 
 
 def test_default_hides_finished_jobs(daemon, capsys):

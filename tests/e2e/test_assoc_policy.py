@@ -101,3 +101,14 @@ def test_batchd_account_sets_a_policy(cluster):
     assert doc["account"][0]["policy"] == {"qos": ["normal"], "grp_tres_mins": {"gres/gpu": 600}}
     bad = cluster.run("batchd", "account", "modify", "teamx", "--policy", "max_jobz=1", check=False)
     assert bad.returncode != 0 and "max_jobz" in bad.stderr
+    # the preemption keys of issue 16 (docs/preemption.md) take the same way
+    cluster.run("batchd", "account", "modify", "teamx", "--policy", "borrow_within_cohort=lower_priority:100",
+                "--policy", "min_runtime_reclaim_s=30:00", "--policy", "within_account=never")
+    doc = json.loads(cluster.run("batchd", "account", "show", "teamx").stdout)
+    assert doc["account"][0]["policy"]["borrow_within_cohort"] == {"policy": "lower_priority",
+                                                                   "max_priority_threshold": 100}
+    assert doc["account"][0]["policy"]["min_runtime_reclaim_s"] == 1800
+    bad = cluster.run("batchd", "account", "modify", "teamx", "--policy", "within_account=always", check=False)
+    assert bad.returncode == 1 and bad.stderr.startswith(
+        "batchd: error: account teamx.policy.within_account: must be one of never, lower_priority, "
+        "lower_or_newer_equal_priority"), bad.stderr

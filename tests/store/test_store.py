@@ -181,3 +181,20 @@ def test_snapshot_jobs_reads_what_a_cycle_needs(store):
     assert by[5].spec == {"exclude": "n3"}
     assert (by[3].state, by[3].start_time, by[3].end_time, by[3].spec, by[3].request) == (
         "COMPLETED", now - 20, now - 10, {}, {})
+
+
+def test_account_policy_round_trip(store):
+    # the preemption keys (issue 16) and the association limits survive the store on both backends
+    from batchd.accounts import parse_accounts, to_doc
+
+    pol = {"max_jobs": 2, "grp_tres_mins": {"gres/gpu": 600}, "within_account": "never",
+           "reclaim_within_cohort": "lower_priority",
+           "borrow_within_cohort": {"policy": "lower_priority", "max_priority_threshold": 50},
+           "min_runtime_reclaim_s": "30:00", "min_runtime_preempt_s": 0}
+    parsed = parse_accounts({"account": [{"name": "a", "policy": pol}, {"name": "b", "parent": "a"}]})
+    store.replace_accounts(parsed.accounts, parsed.associations, 0, ["+ account a"])
+    got = {a.name: a for a in store.list_accounts()}
+    assert got["a"].policy == {**pol, "min_runtime_reclaim_s": 1800}
+    assert not got["b"].policy
+    again = parse_accounts(to_doc(store.list_accounts(), store.list_associations()))
+    assert {a.name: a.policy for a in again.accounts} == {a.name: a.policy for a in parsed.accounts}

@@ -46,3 +46,56 @@ def test_valid_tree_defaults_and_diff():
     lines = diff([names["root"], names["default"]], [], p)
     assert sorted(x.split(" (")[0] for x in lines) == ["+ account nb", "+ account train", "+ user carol in nb"]
     assert diff(p.accounts, p.associations, p) == []
+
+
+PREEMPT_FILE = """
+[[account]]
+name = "org"
+[account.policy]
+within_account = "lower_or_newer_equal_priority"
+borrow_within_cohort = { policy = "lower_priority", max_priority_threshold = 50 }
+min_runtime_reclaim_s = "30:00"
+min_runtime_preempt_s = 600
+
+[[account]]
+name = "team"
+parent = "org"
+policy = { reclaim_within_cohort = "never", borrow_within_cohort = "any:10", min_runtime_preempt_s = "1-00:00:00" }
+"""
+
+
+def test_preemption_keys_of_the_accounts_file():
+    import tomllib
+
+    p = {a.name: a for a in parse_accounts(tomllib.loads(PREEMPT_FILE)).accounts}
+    assert p["org"].policy == {"within_account": "lower_or_newer_equal_priority",
+                               "borrow_within_cohort": {"policy": "lower_priority", "max_priority_threshold": 50},
+                               "min_runtime_reclaim_s": 1800, "min_runtime_preempt_s": 600}
+    assert p["team"].policy == {"reclaim_within_cohort": "never",
+                                "borrow_within_cohort": {"policy": "any", "max_priority_threshold": 10},
+                                "min_runtime_preempt_s": 86400}
+
+
+@pytest.mark.parametrize("policy, message", [
+    ({"within_account": "sometimes"}, "account a.policy.within_account: must be one of never, lower_priority, "
+                                      "lower_or_newer_equal_priority, got 'sometimes'"),
+    ({"min_runtime_reclaim_s": "30"}, "account a.policy.min_runtime_reclaim_s: not a duration, got '30' "
+                                      "(seconds as a number, or M:S, H:M:S, D-H, D-H:M, D-H:M:S)"),
+    ({"min_runtime_reclaim_s": "UNLIMITED"}, "account a.policy.min_runtime_reclaim_s: not a duration"),
+    ({"min_runtime_preempt_s": "soon"}, "account a.policy.min_runtime_preempt_s: not a duration"),
+    ({"borrow_within_cohort": {"max_priority_threshold": 5}},
+     "account a.policy.borrow_within_cohort.policy: required (one of never, lower_priority, any)"),
+], ids=["word", "quoted-number", "unlimited", "text", "no-policy"])
+def test_bad_preemption_values_are_refused(policy, message):
+    with pytest.raises(InvalidRequest) as e:
+        parse_accounts({"account": [{"name": "a", "policy": policy}]})
+    assert e.value.message.startswith(message), e.value.message
+
+
+def test_a_user_may_not_set_a_preemption_key():
+    doc = {"account": [{"name": "a"}], "user": [{"name": "u", "account": "a",
+                                                 "policy": {"min_runtime_preempt_s": 60}}]}
+    with pytest.raises(InvalidRequest) as e:
+        parse_accounts(doc)
+    assert e.value.message == ("user[0].policy.min_runtime_preempt_s: an account's key, not a user's "
+                               "(set it in the account's policy)")

@@ -37,6 +37,8 @@ def test_defaults():
     ({**NODE, "scheduler": {"cycle_min_gap_ms": -1}}, "scheduler.cycle_min_gap_ms"),
     ({**NODE, "accounting": {"tres_billing_weights": "CPU=abc"}}, "accounting.tres_billing_weights"),
     ({**NODE, "gpu_env": "names"}, "gpu_env"),
+    ({**NODE, "qos": [{"name": "q", "min_runtime_reclaim_s": -1}]}, "qos[0].min_runtime_reclaim_s"),
+    ({**NODE, "qos": [{"name": "q", "min_runtime_preempt_s": "10:00"}]}, "qos[0].min_runtime_preempt_s"),
 ])
 def test_errors_name_the_key(data, where):
     with pytest.raises(ConfigError) as e:
@@ -63,3 +65,13 @@ def test_request_size_limits():
     for bad in ({"max_script_bytes": 0}, {"max_env_bytes": "1M"}, {"max_hostlist_names": 1.5}):
         with pytest.raises(ConfigError, match=f"limits.{next(iter(bad))}: must be an integer >= 1"):
             parse_config({**NODE, "limits": bad})
+
+
+def test_qos_min_runtimes():
+    cfg = parse_config({**NODE, "qos": [{"name": "low", "min_runtime_reclaim_s": 600, "min_runtime_preempt_s": 60},
+                                        {"name": "high"}]})
+    got = {q.name: (q.min_runtime_reclaim_s, q.min_runtime_preempt_s) for q in cfg.qos}
+    assert got == {"normal": (0, 0), "low": (600, 60), "high": (0, 0)}
+    with pytest.raises(ConfigError) as e:
+        parse_config({**NODE, "qos": [{"name": "q", "min_runtime_preempt_s": 1.5}]})
+    assert e.value.message.endswith(": qos[0].min_runtime_preempt_s: must be an integer >= 0, got 1.5")

@@ -1,0 +1,187 @@
+"""Read-only job queries for the views (squeue, scontrol show job, sacct): the filters are
+in the SQL, only the columns the views read are loaded, and rows become `batchd.model`
+dataclasses without ORM objects. Each function is one transaction on a `Store`.
+
+A job's `spec` (script and environment included, kilobytes each) and `request` (an
+array task's carries the whole array's task list) are never loaded whole: the caller
+names the keys its views read (`spec_keys`, `request_keys`) and the database extracts
+them (SQLite's `json_extract` with several paths parses each document once; PostgreSQL
+drops the heavy keys from a `jsonb` copy). A key stored as JSON null is left out, as
+a missing key: the views read both alike (`.get`). A spec or request that is not a
+JSON object (a malformed record) is loaded whole, for the views' fallbacks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sqlalchemy import ColumnElement, String, and_, case, false, func, literal_column, or_, select, true
+from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import KeyedColumnElement
+
+from batchd.model import Job, UsageRec
+from batchd.store import Store
+from batchd.store.tables import JobRow, UsageRecord
+
+#: spec keys PostgreSQL drops before sending the rest (the rest is filtered to the keys asked)
+_HEAVY_SPEC_KEYS = ("script", "environment", "argv")
+_HEAVY_REQUEST_KEYS = ("array_task_ids",)
+#: Job fields loaded as they are (all but spec, request and the ones no view reads)
+_PLAIN = tuple(c for c in ("id", "name", "user", "uid", "gid", "account", "partition", "qos", "state",
+                           "submit_time", "array_job_id", "array_task_id", "reason", "priority", "nice",
+                           "hold", "eligible_time", "begin_time", "start_time", "end_time", "time_limit_s",
+                           "exit_code", "exit_signal", "restarts", "requeue", "dependency", "comment",
+                           "node_list", "tres_req", "tres_alloc", "billing", "allocation", "action",
+                           "action_by", "start_estimate"))
+
+
+@dataclass(frozen=True)
+class JobQuery:
+    """Which jobs: every field given must match (None = any). `users` are login names or
+    uids as text; `ids` job ids, `array_job_ids` the arrays whose every task is wanted (a
+    job is selected when either matches); `ended_since` keeps jobs not ended or ended at
+    or after it (unix s); `owner_uid` only that user's jobs; `window` sacct's -S/-E
+    (start, end), kept loosely: every job that may have a row in the window is selected
+    (`batchd.acctrows` cuts exactly); `pending_tasks` True only the pending tasks of job
+    arrays, False everything else; `on_nodes` only jobs with nodes allocated."""
+    ids: frozenset[int] | None = None
+    array_job_ids: frozenset[int] | None = None
+    users: tuple[str, ...] | None = None
+    accounts: tuple[str, ...] | None = None
+    partitions: tuple[str, ...] | None = None
+    states: tuple[str, ...] | None = None
+    names: tuple[str, ...] | None = None
+    qos: tuple[str, ...] | None = None
+    ended_since: float | None = None
+    owner_uid: int | None = None
+    window: tuple[float | None, float | None] | None = None
+    pending_tasks: bool | None = None
+    on_nodes: bool = False
+
+
+def _conditions(q: JobQuery) -> list[ColumnElement[bool]]:
+    c: list[ColumnElement[bool]] = []
+    if q.ids is not None or q.array_job_ids is not None:
+        by_id = JobRow.id.in_(sorted(q.ids)) if q.ids else false()
+        by_array = JobRow.array_job_id.in_(sorted(q.array_job_ids)) if q.array_job_ids else false()
+        c.append(or_(by_id, by_array))
+    if q.users:
+        uids = [int(u) for u in q.users if u.isascii() and u.isdigit() and str(int(u)) == u]
+        c.append(or_(JobRow.user.in_(q.users), JobRow.uid.in_(uids) if uids else false()))
+    for col, vals in ((JobRow.account, q.accounts), (JobRow.partition, q.partitions), (JobRow.state, q.states),
+                      (JobRow.name, q.names), (JobRow.qos, q.qos)):
+        if vals:
+            c.append(col.in_(vals))
+    if q.ended_since is not None:
+        c.append(or_(JobRow.end_time.is_(None), JobRow.end_time >= q.ended_since))
+    if q.owner_uid is not None:
+        c.append(JobRow.uid == q.owner_uid)
+    if q.window is not None:
+        start, end = q.window
+        if start is not None:
+            # a run's end is never after its job's end; an active job has no end yet
+            c.append(or_(JobRow.end_time.is_(None), JobRow.end_time >= start,
+                         JobRow.state.in_(("PENDING", "RUNNING", "SUSPENDED", "COMPLETING"))))
+        if end is not None:
+            # every row of a job starts at or after its submission (kept across requeues)
+            c.append(JobRow.submit_time <= end)
+    if q.pending_tasks is not None:
+        is_task = and_(JobRow.state == "PENDING", JobRow.array_job_id.is_not(None),
+                       JobRow.array_task_id.is_not(None))
+        c.append(is_task if q.pending_tasks else ~is_task)
+    if q.on_nodes:
+        c.append(JobRow.node_list != "")
+    return c or [true()]
+
+
+def _extract(store: Store, col: Any, keys: Sequence[str], heavy: Sequence[str], label: str) -> list[Any]:
+    """The columns that carry `keys` of the JSON document `col` (see the module's doc)."""
+    if store.engine.dialect.name == "sqlite":
+        obj = func.json_type(col) == "object"
+        vals = func.json_extract(col, *[f"$.{k}" for k in keys], type_=String)
+        return [case((obj, vals), else_=None).label(f"{label}_vals"),
+                case((obj, None), else_=func.json(col, type_=String)).label(f"{label}_raw")]
+    name = f"{col.table.name}.{col.name}"
+    drop = "{" + ",".join(heavy) + "}"
+    return [literal_column("NULL").label(f"{label}_vals"),
+            literal_column(f"CASE WHEN jsonb_typeof({name}::jsonb) = 'object' THEN "
+                           f"({name}::jsonb - '{drop}'::text[])::text ELSE {name}::text END",
+                           String).label(f"{label}_raw")]
+
+
+def _document(vals: Any, raw: Any, keys: Sequence[str]) -> Any:
+    if vals is not None:
+        return {k: v for k, v in zip(keys, json.loads(vals), strict=True) if v is not None}
+    doc = json.loads(raw) if isinstance(raw, str) else raw
+    if isinstance(doc, dict):
+        return {k: doc[k] for k in keys if doc.get(k) is not None}
+    return doc
+
+
+def list_view_jobs(store: Store, q: JobQuery, spec_keys: Sequence[str], request_keys: Sequence[str]) -> list[Job]:
+    """The jobs `q` selects, ordered by id, with only `spec_keys` of their spec and
+    `request_keys` of their request (see the module's doc); `charge`, `submit_token`
+    and `launched_run` are not loaded (None)."""
+    if len(spec_keys) < 2 or len(request_keys) < 2:
+        # SQLite's json_extract returns a JSON array only for two paths or more
+        raise ValueError("list_view_jobs: name at least two spec keys and two request keys")
+    with store.read() as s:
+        return _load(s, store, q, spec_keys, request_keys)
+
+
+def _load(s: Session, store: Store, q: JobQuery, spec_keys: Sequence[str], request_keys: Sequence[str]) -> list[Job]:
+    cols: list[KeyedColumnElement[Any]] = [getattr(JobRow, c) for c in _PLAIN]
+    stmt = (select(*cols, *_extract(store, JobRow.spec, spec_keys, _HEAVY_SPEC_KEYS, "spec"),
+                   *_extract(store, JobRow.request, request_keys, _HEAVY_REQUEST_KEYS, "request"))
+            .where(*_conditions(q)).order_by(JobRow.id))
+    out = []
+    for r in s.execute(stmt):
+        m = r._mapping
+        out.append(Job(spec=_document(m["spec_vals"], m["spec_raw"], spec_keys),
+                       request=_document(m["request_vals"], m["request_raw"], request_keys),
+                       **{k: m[k] for k in _PLAIN}))
+    return out
+
+
+#: keeps a job given (id, array_job_id, array_task_id); None keeps every job
+Pick = Callable[[int, int | None, int | None], bool] | None
+
+
+def list_folded_view_jobs(store: Store, q: JobQuery, spec_keys: Sequence[str], request_keys: Sequence[str],
+                          pick: Pick = None) -> tuple[list[Job], list[tuple[int, int, int]], list[Job]]:
+    """What squeue shows without -r, read in one transaction: (the jobs `q` selects but the
+    pending tasks of job arrays, as `list_view_jobs` loads them; (id, array_job_id,
+    array_task_id) of those pending tasks, by id; the pending task with the lowest task id
+    of each array, loaded whole). `pick` narrows every part in Python (task lists)."""
+    def picked(jobs: Iterable[Job]) -> list[Job]:
+        return [j for j in jobs if pick is None or pick(j.id, j.array_job_id, j.array_task_id)]
+
+    tasks_stmt = (select(JobRow.id, JobRow.array_job_id, JobRow.array_task_id)
+                  .where(*_conditions(replace(q, pending_tasks=True))).order_by(JobRow.id))
+    with store.read() as s:
+        others = picked(_load(s, store, replace(q, pending_tasks=False), spec_keys, request_keys))
+        tasks = [(int(a), int(b), int(c)) for a, b, c in s.execute(tasks_stmt)
+                 if pick is None or pick(a, b, c)]
+        first: dict[int, tuple[int, int]] = {}
+        for jid, aj, task in tasks:
+            if aj not in first or task < first[aj][0]:
+                first[aj] = (task, jid)
+        ids = sorted(jid for _t, jid in first.values())
+        firsts = []
+        for i in range(0, len(ids), 500):
+            firsts += _load(s, store, JobQuery(ids=frozenset(ids[i:i + 500]), pending_tasks=True),
+                            spec_keys, request_keys)
+    return others, tasks, firsts
+
+
+def list_view_usage(store: Store, q: JobQuery) -> list[UsageRec]:
+    """The usage records of the jobs `q` selects, ordered by (job_id, run): one query,
+    the job filter as a subquery (never a list of ids, which SQLite limits)."""
+    cols = [c for c in UsageRecord.__table__.c if c.name != "id"]
+    stmt = (select(*cols).where(UsageRecord.job_id.in_(select(JobRow.id).where(*_conditions(q))))
+            .order_by(UsageRecord.job_id, UsageRecord.run))
+    with store.read() as s:
+        return [UsageRec(**r._mapping) for r in s.execute(stmt)]

@@ -1,0 +1,192 @@
+"""The listing queries (batchd.store.jobviews) on SQLite and PostgreSQL: the views built
+from the keys they load equal the views of whole jobs, the filters in the SQL select what
+batchd.jobfilter selects, and the daemon's folding of pending array tasks gives the rows
+the command's own folding gives."""
+
+import dataclasses
+import time
+
+import pytest
+
+from batchd import acctrows, views
+from batchd.cli.fmt import fold_array_tasks
+from batchd.config import load_config
+from batchd.jobfilter import filter_jobs
+from batchd.model import Job, UsageRec
+from batchd.store import Store
+from batchd.store.jobviews import JobQuery, list_folded_view_jobs, list_view_jobs, list_view_usage
+from batchd.store.migrate import upgrade
+
+NOW = time.time()
+KEYS = (views.SPEC_KEYS, views.REQUEST_KEYS)
+
+
+@pytest.fixture
+def store(db_url):
+    s = Store(db_url)
+    upgrade(s.engine)
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return load_config(None, dev=True)
+
+
+def _spec(**kw):
+    base = {"script": "#!/bin/sh\ntrue\n", "environment": {"HOME": "/root", "X": "y" * 2000}, "argv": ["a"],
+            "workdir": "/tmp/w", "submit_host": "vm", "output": None, "error": None, "gres": [],
+            "exclusive": False, "mem_mb": None}
+    base.update(kw)
+    return base
+
+
+def _job(jid, **kw):
+    base = dict(id=jid, name="j", user="alice", uid=1000, gid=1000, account="default", partition="gpu",
+                qos="normal", state="PENDING", submit_time=NOW - 100, spec=_spec(),
+                request={"tasks": 1, "per_task": {"cpu": 2, "mem": 4000}, "nodes": None})
+    base.update(kw)
+    return Job(**base)
+
+
+def _jobs():
+    arr = {"tasks": 1, "per_task": {"cpu": 1, "mem": 100}, "array_task_ids": list(range(8)),
+           "array_max_running": 2}
+    return [
+        _job(1, state="RUNNING", start_time=NOW - 50, node_list="gpu01", tres_alloc="cpu=2,mem=4000M,node=1",
+             allocation={"gpu01": {"tasks": 1, "gpus": [0, 1], "cpus": 2, "memory_mb": 4000, "cpu_ids": [3, 4]}},
+             request={"tasks": 1, "per_task": {"cpu": 2, "mem": 4000, "gres/gpu": 2}, "gpu_type": "h200"},
+             spec=_spec(gres=[{"name": "gpu", "type": "h200", "count": 2}], output="o-%j.out", error="e.err",
+                        constraint="a&b", nodelist="gpu01", exclude="gpu02", cpus_per_task=2, exclusive=True)),
+        *[_job(10 + t, array_job_id=10, array_task_id=t, request=dict(arr), spec=_spec(mem_per_gpu_mb=10))
+          for t in range(8)],
+        _job(30, user="bob", uid=1001, account="physics", qos="low", name="other", state="COMPLETED",
+             start_time=NOW - 90, end_time=NOW - 10, spec=_spec(mem_per_cpu_mb=100, input="in.txt")),
+        _job(31, state="CANCELLED", end_time=NOW - 5000, spec=_spec(gpus={"type": "a", "count": 1},
+                                                                    gpus_per_task={"count": 1})),
+        _job(32, array_job_id=32, array_task_id=5, spec="not an object", request=[1, 2]),
+        _job(33, spec=_spec(gpus_per_node={"count": 2}, ntasks_per_node=2, script_path="/x/run.sh")),
+    ]
+
+
+def _full_views(store, cfg):
+    return [views.job_view(j, cfg, now=NOW) for j in store.list_jobs()]
+
+
+def test_listing_views_equal_the_views_of_whole_jobs(store, cfg):
+    jobs = _jobs()
+    jobs[2].state = "RUNNING"  # an array task that left PENDING is its own row
+    store.insert_jobs(jobs)
+    light = list_view_jobs(store, JobQuery(), *KEYS)
+    assert [views.job_view(j, cfg, now=NOW) for j in light] == _full_views(store, cfg)
+    assert all("script" not in j.spec and "environment" not in j.spec for j in light if isinstance(j.spec, dict))
+    assert all("array_task_ids" not in j.request for j in light if isinstance(j.request, dict))
+    full = store.list_jobs()
+    usage = [UsageRec(job_id=30, run=0, name="other", account="physics", user="bob", uid=1001, gid=1000,
+                      partition="gpu", qos="low", node_list="gpu01", tres_alloc="cpu=1", tres={"cpu": 1},
+                      billing=1.0, submit_time=NOW - 100, start_time=NOW - 90, end_time=NOW - 10, elapsed_s=80,
+                      state="COMPLETED", exit_code=0, exit_signal=0)]
+    assert acctrows.acct_rows(light, usage) == acctrows.acct_rows(full, usage)
+
+
+@pytest.mark.parametrize("query", [
+    {}, {"users": "bob"}, {"users": "1001"}, {"users": "alice,01001"}, {"accounts": "physics,default"},
+    {"states": "PENDING"}, {"states": "COMPLETED,CANCELLED"}, {"names": "other"}, {"qos": "low"},
+    {"partitions": "gpu", "users": "alice", "states": "RUNNING"},
+], ids=lambda q: ",".join(f"{k}={v}" for k, v in q.items()) or "none")
+def test_filters_in_the_sql_select_what_jobfilter_selects(store, query):
+    store.insert_jobs(_jobs())
+
+    def csv(k):
+        return tuple(query[k].split(",")) if k in query else None
+
+    q = JobQuery(users=csv("users"), accounts=csv("accounts"), partitions=csv("partitions"),
+                 states=csv("states"), names=csv("names"), qos=csv("qos"))
+    want = [j.id for j in filter_jobs(store.list_jobs(), query)]
+    assert [j.id for j in list_view_jobs(store, q, *KEYS)] == want
+
+
+def test_ended_since_ids_owner_and_window(store):
+    store.insert_jobs(_jobs())
+    ids = [j.id for j in list_view_jobs(store, JobQuery(ended_since=NOW - 60), *KEYS)]
+    assert 30 in ids and 31 not in ids
+    assert [j.id for j in list_view_jobs(store, JobQuery(ids=frozenset({1}), array_job_ids=frozenset({10})),
+                                         *KEYS)] == [1, *range(10, 18)]
+    assert [j.id for j in list_view_jobs(store, JobQuery(owner_uid=1001), *KEYS)] == [30]
+    # -S after job 31 ended: it has no row in the window; pending and running jobs do
+    got = {j.id for j in list_view_jobs(store, JobQuery(window=(NOW - 60, None)), *KEYS)}
+    assert 31 not in got and {1, 10, 30} <= got
+    assert list_view_jobs(store, JobQuery(window=(None, NOW - 1000)), *KEYS) == []
+
+
+def test_usage_of_the_selected_jobs_without_an_id_list(store):
+    store.insert_jobs(_jobs())
+    rec = dict(name="j", account="default", user="alice", uid=1000, gid=1000, partition="gpu", qos="normal",
+               node_list="gpu01", tres_alloc="cpu=1", tres={"cpu": 1}, billing=1.0, submit_time=NOW - 100,
+               start_time=NOW - 90, end_time=NOW - 10, elapsed_s=80, state="COMPLETED", exit_code=0,
+               exit_signal=0)
+    for jid in (30, 31):
+        store.finish_run(jid, 0, {"exit_code": 0}, UsageRec(job_id=jid, run=0, **rec))
+    assert [u.job_id for u in list_view_usage(store, JobQuery(users=("bob",)), )] == [30]
+    assert [u.job_id for u in list_view_usage(store, JobQuery())] == [30, 31]
+
+
+@pytest.mark.parametrize("pick", [None, "tasks"], ids=["all", "task-list"])
+def test_folded_rows_equal_the_commands_folding(store, cfg, pick):
+    jobs = _jobs()
+    jobs[3].state = "RUNNING"  # task 2 runs: tasks 0-1,3-7 stay folded
+    jobs[3].node_list = "gpu02"
+    jobs[5].reason = "Priority"
+    jobs.append(_job(40, array_job_id=10, array_task_id=9, reason="Other"))  # a late id in array 10
+    store.insert_jobs(jobs)
+    chosen = None if pick is None else (lambda jid, aj, task: aj == 10 and task in (2, 3, 9))
+    others, tasks, firsts = list_folded_view_jobs(store, JobQuery(), *KEYS, pick=chosen)
+    got = views.fold_pending_tasks([views.job_view(j, cfg, now=NOW) for j in others], tasks,
+                                   {j.array_job_id: views.job_view(j, cfg, now=NOW) for j in firsts})
+    every = [v for v, j in zip(_full_views(store, cfg), store.list_jobs(), strict=True)
+             if chosen is None or chosen(j.id, j.array_job_id, j.array_task_id)]
+    assert got == fold_array_tasks(every)
+    assert fold_array_tasks(got) == got
+    if pick is None:
+        assert [v["display_id"] for v in got if v["id"] == 10] == ["10_[0-1,3-7,9%2]"]
+
+
+def test_malformed_documents_are_loaded_whole(store, cfg):
+    store.insert_jobs([_job(32, spec="text", request=[1])])
+    (j,) = list_view_jobs(store, JobQuery(), *KEYS)
+    assert (j.spec, j.request) == ("text", [1])
+    assert views.job_view(j, cfg, now=NOW) == views.job_view(dataclasses.replace(store.list_jobs()[0]), cfg, now=NOW)
+
+
+def test_a_null_key_reads_as_a_missing_one(store, cfg):
+    # JOB_VIEW's workdir is text: a record whose workdir is JSON null shows "", as one without
+    store.insert_jobs([_job(5, spec=_spec(workdir=None)), _job(6, spec={"script": "x"})])
+    assert [views.job_view(j, cfg)["workdir"] for j in list_view_jobs(store, JobQuery(), *KEYS)] == ["", ""]
+
+
+def _plan(store, q):
+    from sqlalchemy import select
+
+    from batchd.store.jobviews import _conditions
+    from batchd.store.tables import JobRow
+
+    stmt = select(JobRow.id).where(*_conditions(q))
+    sql = str(stmt.compile(store.engine, compile_kwargs={"literal_binds": True}))
+    prefix = "EXPLAIN QUERY PLAN " if store.engine.dialect.name == "sqlite" else "EXPLAIN "
+    with store.engine.connect() as c:
+        if store.engine.dialect.name == "postgresql":
+            c.exec_driver_sql("SET enable_seqscan = off")  # a tiny table: ask whether an index can serve
+        return " ".join(str(r[-1]) for r in c.exec_driver_sql(prefix + sql))
+
+
+@pytest.mark.parametrize("q, index", [
+    (JobQuery(ended_since=NOW), "ix_jobs_end_time"),
+    (JobQuery(window=(NOW, None)), "ix_jobs_end_time"),
+    (JobQuery(window=(None, NOW)), "ix_jobs_submit_time"),
+    (JobQuery(users=("bob",)), "ix_jobs_user"),
+    (JobQuery(accounts=("physics",)), "ix_jobs_account"),
+], ids=["min-job-age", "sacct-S", "sacct-E", "user", "account"])
+def test_windows_and_filters_use_an_index(store, q, index):
+    store.insert_jobs(_jobs())
+    assert index in _plan(store, q)
