@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, text, update
+from sqlalchemy import Engine, Text, cast, create_engine, delete, event, func, insert, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from batchd.model import Account, Job, Node, SubmitFacts, UsageRec, from_row
@@ -104,6 +104,8 @@ class Store:
         self._read_session = (sessionmaker(self.engine.execution_options(**{_READ_ONLY: True}),
                                            expire_on_commit=False) if sqlite else self._session)
         self._write_lock: Any = threading.Lock() if sqlite else nullcontext()
+        # job id -> (stored request text, decoded): snapshot_jobs' memo, replaced whole
+        self._request_memo: dict[int, tuple[str, dict[str, Any]]] = {}
 
     @contextmanager
     def tx(self) -> Iterator[Session]:
@@ -262,20 +264,32 @@ class Store:
         `nodelist` and `exclude` (read from the JSON in SQL), an ended one with its
         identity, state and times only (spec and request {}), enough for dependencies."""
         recent = (JobRow.end_time.is_(None)) | (JobRow.end_time >= since)
-        act_cols = [getattr(JobRow, f) for f in _job_fields() if f != "spec"]
-        q_act = (select(*act_cols, JobRow.spec["nodelist"].label("spec_nodelist"),
+        act_cols = [getattr(JobRow, f) for f in _job_fields() if f not in ("spec", "request")]
+        q_act = (select(*act_cols, cast(JobRow.request, Text).label("request_text"),
+                        JobRow.spec["nodelist"].label("spec_nodelist"),
                         JobRow.spec["exclude"].label("spec_exclude"))
                  .where(JobRow.state.in_(list(active)), recent).order_by(JobRow.id))
         q_end = (select(*[getattr(JobRow, f) for f in _ENDED_FIELDS])
                  .where(JobRow.state.in_(list(ended)), recent).order_by(JobRow.id))
+        # A job's stored request rarely changes (scontrol update) but is read by every
+        # cycle: its text is compared with the last snapshot's and decoded only when new.
+        # The decoded dicts are shared between snapshots: read-only for their users. The
+        # memo is replaced whole (a snapshot on an API thread may run beside the cycle).
+        memo = self._request_memo
+        fresh: dict[int, tuple[str, dict[str, Any]]] = {}
         with self.read() as s:
             out = []
             for r in s.execute(q_act):
                 d = r._asdict()
                 nodelist, exclude = d.pop("spec_nodelist"), d.pop("spec_exclude")
                 d["spec"] = {k: v for k, v in (("nodelist", nodelist), ("exclude", exclude)) if v is not None}
-                out.append(Job(**d))
+                raw = d.pop("request_text")
+                seen = memo.get(d["id"])
+                request = seen[1] if seen is not None and seen[0] == raw else json.loads(raw)
+                fresh[d["id"]] = (raw, request)
+                out.append(Job(**d, request=request))
             ended_jobs = [Job(**r._asdict(), spec={}, request={}) for r in s.execute(q_end)]
+        self._request_memo = fresh
         return list(heapq.merge(out, ended_jobs, key=lambda j: j.id))
 
     def update_job(self, job_id: int, expect_states: Iterable[str] | None = None, **changes: Any) -> bool:

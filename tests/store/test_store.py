@@ -181,6 +181,10 @@ def test_snapshot_jobs_reads_what_a_cycle_needs(store):
     assert by[5].spec == {"exclude": "n3"}
     assert (by[3].state, by[3].start_time, by[3].end_time, by[3].spec, by[3].request) == (
         "COMPLETED", now - 20, now - 10, {}, {})
+    # a request is decoded again only when its stored text changed (scontrol update)
+    store.update_job(1, None, request={"tasks": 2})
+    again = {j.id: j for j in store.snapshot_jobs(("PENDING", "RUNNING"), ("COMPLETED", "FAILED"), since=now - 86400)}
+    assert again[1].request == {"tasks": 2} and again[5].request is by[5].request
 
 
 def test_account_policy_round_trip(store):
