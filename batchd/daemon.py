@@ -105,12 +105,18 @@ class Daemon:
         self.stop_event = threading.Event()
         self.node_names = node_names or default_nodes(cfg)
         self.leadership = Leadership(cfg.db_url(), self.node_names[0])
-        self.notifier = Notifier(cfg.db_url(), lambda _payload: self.wake_event.set())
+        self.notifier = Notifier(cfg.db_url(), lambda _payload: self._hard_wake())
         self.controller = Controller(cfg, self.store)
         self.service = Service(cfg, self.store, wake=self.wake, snapshot=self.controller.snapshot)
         self.service.controller_status = self.controller_status  # type: ignore[method-assign]
         self.service.last_decisions = lambda: self.controller.last_decisions  # type: ignore[attr-defined]
         self.agent = Agent(cfg, self.store, self.node_names, on_change=self.wake_event.set)
+        # a wake-up from a request (submit, cancel, update) since the last cycle began: only
+        # a cycle such wake-ups started makes the next ones wait (`_cycle_gap_left`); one the
+        # periodic tick or a job's end started does not, so a submission right after it
+        # starts at once
+        self._requested = False
+        self._gap_applies = False
         if os.environ.get(CRASH_AFTER_SUBMIT_ENV) == "1":
             self.service.submit = _crashing_after(self.service.submit)  # type: ignore[method-assign]
         self.api: ApiServer | None = None
@@ -125,6 +131,15 @@ class Daemon:
     def wake(self) -> None:
         """Something changed (a submit, an exit): run a cycle here and, with several
         nodes, wake the controller and the agents wherever they are."""
+        self._hard_wake()
+        self.notifier.notify("wake")
+
+    def _hard_wake(self) -> None:
+        self._requested = True
+        self.wake_event.set()
+
+    def _tick(self) -> None:
+        """The periodic cycle (`interval_s`): a wake-up that starts no burst."""
         self.wake_event.set()
         self.notifier.notify("wake")
 
@@ -173,7 +188,7 @@ class Daemon:
         self.api.start()
         sd_notify("READY=1")  # the socket answers from here on
         self._scheduler = BackgroundScheduler(daemon=True)
-        self._scheduler.add_job(self.wake, "interval", seconds=self.cfg.interval_s, id="cycle",
+        self._scheduler.add_job(self._tick, "interval", seconds=self.cfg.interval_s, id="cycle",
                                 max_instances=1, coalesce=True)
         if self.cfg.rollup_interval_s > 0:
             self._scheduler.add_job(self._rollup, "interval", seconds=self.cfg.rollup_interval_s, id="rollup",
@@ -225,7 +240,10 @@ class Daemon:
     def _cycle_gap_left(self) -> float:
         """Seconds until the next cycle may start: the gap after the last cycle is the
         configured `cycle_min_gap_s`, or that cycle's own duration when longer (so that
-        cycles take at most about half the daemon's time under a burst)."""
+        cycles take at most about half the daemon's time under a burst); none after a cycle
+        that requests did not start (the tick, a job's end)."""
+        if not self._gap_applies:
+            return 0.0
         gap = max(self.cfg.cycle_min_gap_s, self._last_cycle_s)
         return self._last_cycle_end + gap - time.monotonic()
 
@@ -256,6 +274,7 @@ class Daemon:
                     if now - (self.leadership.since or now) >= nodehealth.node_timeout_s(self.cfg):
                         nodehealth.check_nodes(self.cfg, self.store, now)
                     t0 = time.monotonic()
+                    self._gap_applies, self._requested = self._requested, False
                     try:
                         dec = self.controller.cycle()
                     finally:

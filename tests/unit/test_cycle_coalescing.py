@@ -12,10 +12,12 @@ from batchd.daemon import Daemon
 NODE = {"node": [{"name": "n1", "cpus": 4, "memory_mb": 1000}]}
 
 
-def _daemon(gap_ms: float, last_end: float, last_s: float) -> Daemon:
+def _daemon(gap_ms: float, last_end: float, last_s: float, requested: bool = True) -> Daemon:
+    """`requested`: the last cycle was started by a request's wake-up (a submission)."""
     d = Daemon.__new__(Daemon)  # only the loop's bookkeeping: no store, no socket
     d.cfg = parse_config({**NODE, "scheduler": {"cycle_min_gap_ms": gap_ms}})
     d._last_cycle_end, d._last_cycle_s = last_end, last_s
+    d._gap_applies = requested
     return d
 
 
@@ -36,3 +38,21 @@ def test_a_long_cycle_makes_the_gap_as_long_as_itself():
 
 def test_a_gap_of_zero_never_waits():
     assert _daemon(0, time.monotonic(), 0.0)._cycle_gap_left() <= 0
+
+
+def test_after_a_cycle_the_tick_or_a_job_end_started_a_submission_starts_at_once():
+    assert _daemon(50, time.monotonic(), 0.4, requested=False)._cycle_gap_left() <= 0
+
+
+def test_a_request_wake_up_makes_the_next_cycle_one_that_later_ones_wait_for():
+    d = _daemon(50, 0.0, 0.0, requested=False)
+    d._requested = False
+    d.wake_event = __import__("threading").Event()
+    d._hard_wake()
+    assert d.wake_event.is_set() and d._requested
+    d._requested = False
+    d.wake_event.clear()
+    # the periodic tick sets the event but is no request
+    d.notifier = type("N", (), {"notify": lambda self, what: None})()
+    d._tick()
+    assert d.wake_event.is_set() and not d._requested
