@@ -85,6 +85,8 @@ def render(rows: list[Row], keys: list[str]) -> str:
     head += [f"{k} ÷ Slurm" for k in bkeys] + [f"{k} ÷ floor" for k in bkeys] + ["goal"]
     body = []
     for r in rows:
+        if not any(r.values.get(k) for k in keys) and not r.notes:
+            continue   # nothing measured (a daemon start with --socket)
         line = [r.figure, cell(r, "slurm")] + [cell(r, k) for k in bkeys] + [cell(r, "floor"), cell(r, "null")]
         line += [fmt_ratio(r.ratio(k, "slurm")) for k in bkeys]
         line += [fmt_ratio(r.ratio(k, "floor")) for k in bkeys]
@@ -120,7 +122,7 @@ def at_most_floor(times: float) -> Callable[[Row], bool | None]:
 def at_most(limit: float) -> Callable[[Row], bool | None]:
     def test(row: Row, k: str) -> bool | None:
         v = row.med(k)
-        return None if math.isnan(v) else v <= limit
+        return False if math.isnan(v) else v <= limit   # every sample failed (refused): missed
     return each_batchd(test)
 
 

@@ -399,7 +399,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--keep", action="store_true", help="keep the work directory (daemon logs, databases)")
     a = ap.parse_args()
     full = dict(samples=10, start_samples=3, rounds=3, seq=100, par_count=100, loadgen_s=10.0, pending=1000,
-                arrays=10, array_size=1000, big_samples=3, cancel_timeout=300.0)
+                arrays=10, array_size=1000, big_samples=3, cancel_timeout=120.0)
     quick = dict(samples=3, start_samples=1, rounds=1, seq=10, par_count=24, loadgen_s=3.0, pending=200,
                  arrays=2, array_size=1000, big_samples=1, cancel_timeout=15.0)
     for k, v in (quick if a.quick else full).items():
