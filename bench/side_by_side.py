@@ -370,7 +370,7 @@ class Bench:
             dt = t.run("scancel", "-n", name, timeout=a.cancel_timeout)[0]
             cmd.add(t.key, dt)
             if math.isnan(dt):
-                cmd.notes[t.key] = "failed: " + t.last_error.split(": ", 1)[-1][:80]
+                cmd.notes[t.key] = "failed: " + t.last_error.rsplit(": ", 1)[-1][:60]
             dt, left = wait_drained(t, name, max(1.0, a.cancel_timeout - (time.perf_counter() - t0)))
             gone.add(t.key, dt if math.isinf(dt) else time.perf_counter() - t0)
             if left:
