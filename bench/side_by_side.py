@@ -45,7 +45,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import sbs_history
@@ -71,6 +71,12 @@ class Target:
     daemon: Daemon | None = None
     failures: int = 0
     last_error: str = ""
+    errors: dict[str, int] = field(default_factory=dict)   # distinct failures and how often
+
+    def failed(self, text: str) -> None:
+        self.failures += 1
+        self.last_error = text
+        self.errors[text] = self.errors.get(text, 0) + 1
 
     def argv(self, name: str, *args: str) -> list[str]:
         if self.key == "floor":
@@ -84,13 +90,11 @@ class Target:
             r = subprocess.run(self.argv(name, *args), env=self.env, cwd=self.cwd, capture_output=True,
                                text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            self.failures += 1
-            self.last_error = f"{name} {' '.join(args)}: killed after {timeout:g} s"
+            self.failed(f"{name} {' '.join(args)}: killed after {timeout:g} s")
             return float("nan"), ""
         dt = time.perf_counter() - t0
         if r.returncode != 0:
-            self.failures += 1
-            self.last_error = f"{name} {' '.join(args)}: rc {r.returncode}: {r.stderr.strip()[-300:]}"
+            self.failed(f"{name} {' '.join(args)}: rc {r.returncode}: {r.stderr.strip()[-300:]}")
             return float("nan"), r.stdout
         return dt, r.stdout
 
@@ -468,8 +472,8 @@ def main() -> None:
     for line in bench.remarks:
         print(f"\n{line}")
     for t in targets:
-        if t.failures:
-            print(f"\n{t.key}: {t.failures} command(s) failed; the last: {t.last_error}")
+        for text, n in t.errors.items():
+            print(f"\n{t.key}: failed {n}×: {text}")
     if a.json_out:
         Path(a.json_out).write_text(json.dumps({r.figure: {"unit": r.unit, "values": r.values, "notes": r.notes}
                                                 for r in bench.rows.values()}, indent=1))
