@@ -425,7 +425,8 @@ def main() -> None:
     backends: list[Backend] = []
     if a.socket:
         env = dict(base_env, BATCHD_SOCKET=a.socket)
-        targets.append(Target("batchd", BIN, env, Path.cwd(), socket=a.socket))
+        (root / "batchd").mkdir()  # the submit -> start job writes its slurm-N.out there
+        targets.append(Target("batchd", BIN, env, root / "batchd", socket=a.socket))
     else:
         backends.append(Backend("sqlite", root))
         if a.pg:
