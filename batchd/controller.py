@@ -322,6 +322,9 @@ class Controller:
                 "billing": bill, "charge": ch.record(), "reason": "None", "action": None,
             }
             entry = by_id.get(str(st["job"]))
+            if entry is not None and isinstance(entry.get("submit_time"), int | float):
+                # the cycle read its clock before this job was stored: never start before submit
+                start_vals["start_time"] = max(now, float(entry["submit_time"]))
             if entry is not None and entry.get("time_limit_default"):
                 # Slurm's select_nodes: a job without a limit gets its partition's MaxTime
                 tl = entry.get("time_limit_s")
