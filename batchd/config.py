@@ -48,7 +48,8 @@ Layout (every key optional unless marked):
                   max_script_bytes = 4194304 (a batch script, Slurm's max_script_size),
                   max_env_bytes = 1048576 (a job's or step's environment, and its arguments, each:
                   the sum of len(NAME) + len(VALUE) + 2 in UTF-8 bytes), max_hostlist_names = 10000
-                  (names in one host list: -w, -x, node filters)
+                  (names in one host list: -w, -x, node filters), max_array_size = 1001 (Slurm's
+                  MaxArraySize: --array task ids run from 0 to one less; at most 4000001)
     [gpu_aliases] "NVIDIA RTX PRO 6000 Blackwell Server Edition" = "rtxpro6000"
     [[partition]] name (required), nodes = ["n1"] or "ALL", default = false,
                   max_time = "UNLIMITED" | Slurm time, default_time = Slurm time, priority_job_factor = 1
@@ -84,6 +85,7 @@ LIMITS: dict[str, tuple[int | float, int | float]] = {
     "max_script_bytes": (4 << 20, 1),
     "max_env_bytes": (1 << 20, 1),
     "max_hostlist_names": (10_000, 1),
+    "max_array_size": (1001, 1),
 }
 
 

@@ -82,9 +82,15 @@ class JobChanges:
                 jobs = [j for j in jobs if j.uid == caller.uid]
         if ids and filters:
             jobs = filter_jobs(jobs, {k: ",".join(v) if isinstance(v, list) else v for k, v in filters.items()})
-        done = []
         now = time.time()
+        # every change is a compare-and-set, all in one transaction (10,000 array tasks: one
+        # write, not 10,000)
+        changes: list[tuple[int, tuple[str, ...], dict[str, Any]]] = []
+        shown: dict[int, str] = {}
+        others: list[int] = []
         for j in jobs:
+            if j.id in shown:
+                continue  # named twice: once is enough
             if j.state not in ACTIVE_STATES:
                 errors.append({"id": j.display_id, "message": "Job/step already completing or completed"})
                 continue
@@ -96,18 +102,22 @@ class JobChanges:
                         continue
                 else:
                     tag = f"signal:{int(sig)}" + (":b" if body.get("batch_only") else "")
-                    if self.store.update_job(j.id, ("RUNNING",), action=tag, action_by=caller.uid):
-                        done.append(j.display_id)
+                    changes.append((j.id, ("RUNNING",), {"action": tag, "action_by": caller.uid}))
+                    shown[j.id] = j.display_id
                     continue
             if j.state == "PENDING":
                 # the job keeps its last pending reason, as squeue -t all shows it
-                if self.store.update_job(j.id, ("PENDING",), state="CANCELLED", end_time=now,
-                                         action_by=caller.uid):
-                    done.append(j.display_id)
-            elif self.store.update_job(j.id, ("RUNNING", "SUSPENDED"), action="cancel", action_by=caller.uid):
-                done.append(j.display_id)
-            if caller.uid != j.uid:
-                self.store.audit(caller.uid, "job.cancel", {"job": j.id})
+                changes.append((j.id, ("PENDING",), {"state": "CANCELLED", "end_time": now,
+                                                      "action_by": caller.uid}))
+            else:
+                changes.append((j.id, ("RUNNING", "SUSPENDED"), {"action": "cancel", "action_by": caller.uid}))
+            shown[j.id] = j.display_id
+            if caller.uid != j.uid and j.id not in others:
+                others.append(j.id)
+        changed = set(self.store.update_jobs(changes)) if changes else set()
+        done = [shown[jid] for jid, _, _ in changes if jid in changed]
+        for jid in others:
+            self.store.audit(caller.uid, "job.cancel", {"job": jid})
         self.wake()
         return {"done": done, "errors": errors}
 

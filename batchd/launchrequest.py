@@ -87,7 +87,7 @@ def launch_request(j: Job, cfg: Config, store: Store, isolation_mode: str) -> la
 
 def job_dict(j: Job, cfg: Config) -> dict[str, Any]:
     r = j.request
-    tasks = r.get("array_task_ids") or []
+    tasks = r.get("array_task_ids") or []  # older records: the array's whole task list
     d: dict[str, Any] = {
         "id": j.id, "array_job_id": j.array_job_id, "array_task_id": j.array_task_id,
         "name": j.name, "user": j.user, "uid": j.uid, "gid": j.gid, "account": j.account,
@@ -101,6 +101,9 @@ def job_dict(j: Job, cfg: Config) -> dict[str, Any]:
         d.update(array_task_min=min(tasks), array_task_max=max(tasks), array_task_count=len(tasks),
                  # None: jobenv reads the step from the --array text (1-7:2 -> 2; was always 1)
                  array_task_step=r.get("array_step"))
+    elif r.get("array_task_count"):
+        d.update(array_task_min=r["array_task_min"], array_task_max=r["array_task_max"],
+                 array_task_count=r["array_task_count"], array_task_step=r.get("array_step"))
     return d
 
 

@@ -93,6 +93,7 @@ class Service(Submission, JobChanges):
             "default_qos": "normal",
             "shard_per_gpu": self.cfg.shard_per_gpu,
             "max_hostlist_names": int(self.cfg.limits["max_hostlist_names"]),
+            "max_array_size": min(int(self.cfg.limits["max_array_size"]), 4_000_001),
             "def_mem_per_cpu_mb": self.cfg.def_mem_per_cpu_mb,
             "billing_weights": self.cfg.tres_billing_weights,
         }

@@ -131,6 +131,13 @@ class Submission:
         eligible = begin if begin else (None if req.get("hold") or req.get("dependency")
                                         or req.get("array_task_ids") else now)
 
+        stored = req
+        if req.get("array_task_ids"):
+            # each task stores the array's extent, not its task list (10,000 tasks x 10,000 ids)
+            ids = req["array_task_ids"]
+            stored = {k: v for k, v in req.items() if k != "array_task_ids"}
+            stored.update(array_task_min=min(ids), array_task_max=max(ids), array_task_count=len(ids))
+
         def build(first: int) -> list[Job]:
             # runs inside the store's write transaction, with the first reserved id
             jobs = []
@@ -145,7 +152,7 @@ class Submission:
                 jobs.append(Job(
                     id=jid, name=req["name"], user=user, uid=caller.uid, gid=caller.gid,
                     account=req["account"], partition=req["partition"], qos=req["qos"],
-                    state="PENDING", submit_time=now, spec=spec, request=req,
+                    state="PENDING", submit_time=now, spec=spec, request=stored,
                     array_job_id=first if task is not None else None, array_task_id=task,
                     reason="JobHeldUser" if req.get("hold") else "None",
                     priority=0 if req.get("hold") else 1,
@@ -206,7 +213,7 @@ class Submission:
         first = j.array_job_id if j.array_job_id is not None else j.id
         log.info("job submission repeated job_id=%s user=%s tasks=%d token=%s", first, j.user, len(jobs),
                  j.submit_token)
-        return {"job_id": first, "array_task_ids": j.request.get("array_task_ids"), "duplicate": True}
+        return {"job_id": first, "array_task_ids": array_task_ids(j), "duplicate": True}
 
     def _dependency_jobs(self, spec: dict[str, Any], user: str) -> list[Job] | None:
         """The stored jobs a submission's `--dependency` may name (and, for `singleton`,
@@ -225,3 +232,19 @@ class Submission:
             seen = {j.id for j in found}
             found += [j for j in self.store.list_jobs(states=ACTIVE_STATES) if j.id not in seen and j.user == user]
         return found
+
+
+def array_task_ids(j: Job) -> list[int] | None:
+    """The task ids of the array `j` is a task of (None for a plain job): stored in the
+    request by older versions, else read again from its `--array` text."""
+    r = j.request
+    if r.get("array_task_ids"):
+        return list(r["array_task_ids"])
+    if j.array_task_id is None:
+        return None
+    from batchd import arrayspec
+
+    try:
+        return arrayspec.parse(j.spec.get("array") or "", 4_000_001)[0]
+    except arrayspec.ArraySpecError:
+        return None

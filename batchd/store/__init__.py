@@ -302,10 +302,34 @@ class Store:
             return s.execute(q.values(**changes)).rowcount > 0  # type: ignore[attr-defined]
 
     def update_jobs(self, changes: list[tuple[int, tuple[str, ...] | None, dict[str, Any]]]) -> list[int]:
-        """Several compare-and-set job updates in one transaction; returns the ids changed."""
-        done = []
+        """Several compare-and-set job updates in one transaction; returns the ids changed.
+        Changes with the same expected states and the same values (cancelling an array's
+        tasks) go as one UPDATE per 500 ids (when no job is named twice)."""
+        done: list[int] = []
+        groups: dict[str, tuple[tuple[str, ...] | None, dict[str, Any], list[int]]] = {}
+        order: list[tuple[int, tuple[str, ...] | None, dict[str, Any]]] = []
+        # a job changed twice keeps the order of its changes: then no grouping at all
+        grouped = changes if len({c[0] for c in changes}) == len(changes) else []
+        if not grouped:
+            order = list(changes)
+        for job_id, expect, vals in grouped:
+            try:
+                key = json.dumps([expect, vals], sort_keys=True)
+            except (TypeError, ValueError):  # values JSON cannot key: alone
+                order.append((job_id, expect, vals))
+                continue
+            groups.setdefault(key, (expect, vals, []))[2].append(job_id)
         with self.tx() as s:
-            for job_id, expect, vals in changes:
+            for expect, vals, ids in groups.values():
+                if len(ids) == 1:
+                    order.append((ids[0], expect, vals))
+                    continue
+                for i in range(0, len(ids), 500):
+                    q = update(JobRow).where(JobRow.id.in_(ids[i:i + 500]))
+                    if expect is not None:
+                        q = q.where(JobRow.state.in_(list(expect)))
+                    done.extend(s.scalars(q.values(**vals).returning(JobRow.id)))
+            for job_id, expect, vals in order:
                 q = update(JobRow).where(JobRow.id == job_id)
                 if expect is not None:
                     q = q.where(JobRow.state.in_(list(expect)))

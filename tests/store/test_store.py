@@ -202,3 +202,18 @@ def test_account_policy_round_trip(store):
     assert not got["b"].policy
     again = parse_accounts(to_doc(store.list_accounts(), store.list_associations()))
     assert {a.name: a.policy for a in again.accounts} == {a.name: a.policy for a in parsed.accounts}
+
+
+def test_update_jobs_groups_equal_changes_and_keeps_compare_and_set(store):
+    """1,200 equal cancels (grouped: three UPDATEs of at most 500 ids) change only the jobs in
+    an expected state; a job named twice keeps the order of its changes."""
+    store.insert_jobs([_job(i, state="RUNNING" if i % 10 == 0 else "PENDING") for i in range(1, 1201)])
+    changes = [(i, ("PENDING",), {"state": "CANCELLED", "end_time": 5.0}) for i in range(1, 1201)]
+    done = store.update_jobs(changes)
+    assert sorted(done) == [i for i in range(1, 1201) if i % 10]
+    states = {j.id: j.state for j in store.list_jobs()}
+    assert all(states[i] == ("RUNNING" if i % 10 == 0 else "CANCELLED") for i in range(1, 1201))
+    # the same job twice: applied in order (the second expects the first's result)
+    done = store.update_jobs([(10, ("RUNNING",), {"state": "SUSPENDED"}), (10, ("SUSPENDED",), {"state": "RUNNING"}),
+                              (20, ("RUNNING",), {"reason": "x"})])
+    assert done == [10, 10, 20]
