@@ -269,8 +269,15 @@ class Store:
                         JobRow.spec["nodelist"].label("spec_nodelist"),
                         JobRow.spec["exclude"].label("spec_exclude"))
                  .where(JobRow.state.in_(list(active)), recent).order_by(JobRow.id))
-        q_end = (select(*[getattr(JobRow, f) for f in _ENDED_FIELDS])
-                 .where(JobRow.state.in_(list(ended)), recent).order_by(JobRow.id))
+        # Two queries, not one with `recent`: the OR would make the database read every
+        # ended job of the history through the state index; each of these is one range of
+        # ix_jobs_state_end_time per state. Both ordered by id, merged below.
+        end_cols = [getattr(JobRow, f) for f in _ENDED_FIELDS]
+        ended_states = list(ended)
+        q_end = (select(*end_cols).where(JobRow.state.in_(ended_states), JobRow.end_time >= since)
+                 .order_by(JobRow.id))
+        q_end_open = (select(*end_cols).where(JobRow.state.in_(ended_states), JobRow.end_time.is_(None))
+                      .order_by(JobRow.id))
         # A job's stored request rarely changes (scontrol update) but is read by every
         # cycle: its text is compared with the last snapshot's and decoded only when new.
         # The decoded dicts are shared between snapshots: read-only for their users. The
@@ -289,8 +296,9 @@ class Store:
                 fresh[d["id"]] = (raw, request)
                 out.append(Job(**d, request=request))
             ended_jobs = [Job(**r._asdict(), spec={}, request={}) for r in s.execute(q_end)]
+            open_jobs = [Job(**r._asdict(), spec={}, request={}) for r in s.execute(q_end_open)]
         self._request_memo = fresh
-        return list(heapq.merge(out, ended_jobs, key=lambda j: j.id))
+        return list(heapq.merge(out, ended_jobs, open_jobs, key=lambda j: j.id))
 
     def update_job(self, job_id: int, expect_states: Iterable[str] | None = None, **changes: Any) -> bool:
         """Set fields of one job; with `expect_states`, only if its state is one of them

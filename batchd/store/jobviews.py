@@ -76,15 +76,21 @@ def _conditions(q: JobQuery) -> list[ColumnElement[bool]]:
         if vals:
             c.append(col.in_(vals))
     if q.ended_since is not None:
-        c.append(or_(JobRow.end_time.is_(None), JobRow.end_time >= q.ended_since))
+        # ids of a subquery, for the index (see the window below)
+        c.append(JobRow.id.in_(select(JobRow.id).where(
+            or_(JobRow.end_time.is_(None), JobRow.end_time >= q.ended_since))))
     if q.owner_uid is not None:
         c.append(JobRow.uid == q.owner_uid)
     if q.window is not None:
         start, end = q.window
         if start is not None:
-            # a run's end is never after its job's end; an active job has no end yet
-            c.append(or_(JobRow.end_time.is_(None), JobRow.end_time >= start,
-                         JobRow.state.in_(("PENDING", "RUNNING", "SUSPENDED", "COMPLETING"))))
+            # a run's end is never after its job's end; an active job has no end yet. As a
+            # subquery of ids: with the outer ORDER BY id beside it, SQLite would read the
+            # whole table in id order rather than the three index ranges (end_time NULL,
+            # end_time >= start, the active states of ix_jobs_state_end_time)
+            c.append(JobRow.id.in_(select(JobRow.id).where(or_(
+                JobRow.end_time.is_(None), JobRow.end_time >= start,
+                JobRow.state.in_(("PENDING", "RUNNING", "SUSPENDED", "COMPLETING"))))))
         if end is not None:
             # every row of a job starts at or after its submission (kept across requeues)
             c.append(JobRow.submit_time <= end)

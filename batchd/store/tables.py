@@ -99,7 +99,9 @@ class JobRow(Base):
     # the run (restarts value) the node agent last launched; set before the launch, so a
     # run whose spool directory vanished is never started a second time
     launched_run: Mapped[int | None] = mapped_column(Integer)
-    __table_args__ = (Index("ix_jobs_state", "state"), Index("ix_jobs_array_job_id", "array_job_id"),
+    # (state, end_time): a state's ended jobs by end time, one index range (a cycle's last day)
+    __table_args__ = (Index("ix_jobs_state_end_time", "state", "end_time"),
+                      Index("ix_jobs_array_job_id", "array_job_id"),
                       Index("ix_jobs_uid_submit_token", "uid", "submit_token"),
                       # the listings' filters and time windows (batchd.store.jobviews)
                       Index("ix_jobs_end_time", "end_time"), Index("ix_jobs_submit_time", "submit_time"),
