@@ -33,6 +33,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from batchd import memtrim
 from batchd.api import handle
 from batchd.errors import BatchdError
 from batchd.httpwire import (
@@ -63,7 +64,7 @@ class _Conn:
     """One accepted connection; touched by the loop thread only, except `caller`,
     `method`, `target` read by the worker that runs its request."""
     __slots__ = ("sock", "caller", "buf", "scan", "head_end", "length", "method", "target", "out",
-                 "events", "deadline", "queued", "closed")
+                 "events", "deadline", "queued", "closed", "big")
 
     def __init__(self, sock: socket.socket, caller: Caller, deadline: float):
         self.sock = sock
@@ -78,6 +79,7 @@ class _Conn:
         self.deadline: float | None = deadline   # None while a worker has it
         self.queued = False            # an entry of it is in the deadline heap
         self.closed = False
+        self.big = False               # the reply is large: trim the heap once it is sent
 
 
 class _Server:
@@ -240,6 +242,7 @@ class _Server:
     def _send(self, c: _Conn, data: bytes) -> None:
         c.buf = bytearray()
         c.out = memoryview(data)
+        c.big = len(data) >= memtrim.TRIM_AFTER_BYTES
         c.deadline = time.monotonic() + self.limits.request_timeout_s
         self._queue_deadline(c)
         self._write(c)
@@ -255,7 +258,10 @@ class _Server:
             return
         c.out = c.out[n:]
         if not c.out:
+            c.out = None  # the slice held the whole reply's buffer
             self._close(c)
+            if c.big:  # its objects and body are freed by now: give the pages back (RSS)
+                memtrim.give_back()
             return
         if n:
             c.deadline = time.monotonic() + self.limits.request_timeout_s
@@ -350,6 +356,9 @@ class _Server:
                 log.exception("api request failed method=%s uid=%d", c.method, c.caller.uid)
                 data = error_reply(500, "Internal", "internal error in batchd (see its log)")
             self._replies.append((c, data))
+            # not kept until this thread's next request: a large reply's objects are freed now
+            payload = None
+            del data
             self.wake()
 
 
