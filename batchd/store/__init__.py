@@ -22,6 +22,7 @@ from sqlalchemy import Engine, Text, cast, create_engine, delete, event, func, i
 from sqlalchemy.orm import Session, sessionmaker
 
 from batchd.model import Account, Job, Node, SubmitFacts, UsageRec, from_row
+from batchd.store.groupcommit import GroupCommit
 from batchd.store.tables import (
     AccountRow,
     Association,
@@ -104,6 +105,7 @@ class Store:
         self._read_session = (sessionmaker(self.engine.execution_options(**{_READ_ONLY: True}),
                                            expire_on_commit=False) if sqlite else self._session)
         self._write_lock: Any = threading.Lock() if sqlite else nullcontext()
+        self._group = GroupCommit(self.tx) if sqlite else None
         # job id -> (stored request text, decoded): snapshot_jobs' memo, replaced whole
         self._request_memo: dict[int, tuple[str, dict[str, Any]]] = {}
 
@@ -209,8 +211,10 @@ class Store:
         job), when `uid` already stored a submission with it, nothing is reserved or
         inserted and (that submission's jobs by id, True) is returned: the check and the
         insert are serialized per (uid, token) by BEGIN IMMEDIATE on SQLite, by a
-        transaction-level advisory lock on PostgreSQL (as `insert_submission`)."""
-        with self.tx() as s:
+        transaction-level advisory lock on PostgreSQL (as `insert_submission`). On SQLite
+        concurrent submissions are group-committed (`batchd.store.groupcommit`): each in
+        its own savepoint, one COMMIT for the group, returned only once that committed."""
+        def body(s: Session) -> tuple[list[Job], bool]:
             if token is not None:
                 if self.engine.dialect.name == "postgresql":
                     key = zlib.crc32(f"{uid}:{token}".encode()) & 0x7FFFFFFF
@@ -223,6 +227,11 @@ class Store:
             fields = _job_fields()
             s.execute(insert(JobRow), [{k: getattr(j, k) for k in fields} for j in jobs])
             return jobs, False
+
+        if self._group is not None:  # SQLite: concurrent submissions share one commit (fsync)
+            return self._group.run(body)
+        with self.tx() as s:
+            return body(s)
 
     def get_job(self, job_id: int) -> Job | None:
         with self.read() as s:
