@@ -48,7 +48,10 @@ _READ_ONLY = "batchd_read_only"
 SUBMIT_LOCK_CLASS = 0x746F6B6E
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, pool_size: int = 5) -> Engine:
+    """The engine of `url`; on PostgreSQL a pool of `pool_size` connections (and as many
+    more on demand): the daemon sizes it to its API threads plus its own loops, so that
+    requests do not queue for a connection."""
     if url.startswith("sqlite"):
         path = url.split("///", 1)[1] if "///" in url else ""
         if path and path != ":memory:":
@@ -84,7 +87,7 @@ def make_engine(url: str) -> Engine:
         return engine
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://"):]
-    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+    return create_engine(url, pool_pre_ping=True, pool_size=pool_size, max_overflow=max(10, pool_size))
 
 
 class Store:
@@ -97,9 +100,9 @@ class Store:
     wakes as soon as the previous one commits, instead of sleeping in SQLite's busy
     handler (which backs off up to 100 ms between tries). Read transactions take neither."""
 
-    def __init__(self, url: str, engine: Engine | None = None):
+    def __init__(self, url: str, engine: Engine | None = None, pool_size: int = 5):
         self.url = url
-        self.engine = engine or make_engine(url)
+        self.engine = engine or make_engine(url, pool_size)
         self._session = sessionmaker(self.engine, expire_on_commit=False)
         sqlite = self.engine.dialect.name == "sqlite"
         self._read_session = (sessionmaker(self.engine.execution_options(**{_READ_ONLY: True}),
