@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
-from sqlalchemy import Engine, Text, cast, create_engine, delete, event, func, insert, select, text, update
+from sqlalchemy import Engine, Text, cast, create_engine, delete, event, func, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from batchd.model import Account, Job, Node, SubmitFacts, UsageRec, from_row
@@ -141,12 +141,14 @@ class Store:
         reservations on PostgreSQL, the write lock on SQLite); on a fresh database the
         row is inserted first (INSERT .. ON CONFLICT DO NOTHING: two daemons creating it
         at once both succeed, one row results)."""
-        q = (update(Meta).where(Meta.key == "next_job_id").values(value=Meta.value + n)
-             .returning(Meta.value))
-        after = s.execute(q).scalar_one_or_none()
+        meta = Meta.__table__
+        q = (meta.update().where(meta.c.key == "next_job_id").values(value=meta.c.value + n)
+             .returning(meta.c.value))
+        conn = s.connection()  # Core, not the ORM's bulk UPDATE: this runs under the write lock
+        after = conn.execute(q).scalar_one_or_none()
         if after is None:
             s.execute(self._insert_ignore(Meta).values(key="next_job_id", value=1))
-            after = s.execute(q).scalar_one()
+            after = conn.execute(q).scalar_one()
         return int(after) - n
 
     def _insert_ignore(self, table: Any) -> Any:
@@ -222,13 +224,17 @@ class Store:
                 if self.engine.dialect.name == "postgresql":
                     key = zlib.crc32(f"{uid}:{token}".encode()) & 0x7FFFFFFF
                     s.execute(text("SELECT pg_advisory_xact_lock(:c, :k)"), {"c": SUBMIT_LOCK_CLASS, "k": key})
-                done = [from_row(Job, r) for r in s.scalars(
-                    select(JobRow).where(JobRow.uid == uid, JobRow.submit_token == token).order_by(JobRow.id))]
-                if done:
-                    return done, True
+                # Core statements (no ORM unit of work): a submission's own cost is under the
+                # write lock, and the whole job row is read only for a repeated token
+                conn = s.connection()
+                if conn.execute(select(JobRow.id).where(JobRow.uid == uid, JobRow.submit_token == token)
+                                .limit(1)).first() is not None:
+                    return [from_row(Job, r) for r in s.scalars(
+                        select(JobRow).where(JobRow.uid == uid, JobRow.submit_token == token)
+                        .order_by(JobRow.id))], True
             jobs = build(self._reserve_ids(s, n))
             fields = _job_fields()
-            s.execute(insert(JobRow), [{k: getattr(j, k) for k in fields} for j in jobs])
+            s.connection().execute(JobRow.__table__.insert(), [{k: getattr(j, k) for k in fields} for j in jobs])
             return jobs, False
 
         if self._group is not None:  # SQLite: concurrent submissions share one commit (fsync)
