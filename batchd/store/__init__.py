@@ -18,7 +18,20 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
-from sqlalchemy import Engine, Text, cast, create_engine, delete, event, func, select, text, update
+from sqlalchemy import (
+    Engine,
+    Table,
+    Text,
+    cast,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.orm import Session, sessionmaker
 
 from batchd.model import Account, Job, Node, SubmitFacts, UsageRec, from_row
@@ -141,8 +154,8 @@ class Store:
         reservations on PostgreSQL, the write lock on SQLite); on a fresh database the
         row is inserted first (INSERT .. ON CONFLICT DO NOTHING: two daemons creating it
         at once both succeed, one row results)."""
-        meta = Meta.__table__
-        q = (meta.update().where(meta.c.key == "next_job_id").values(value=meta.c.value + n)
+        meta = _META_TABLE
+        q = (update(meta).where(meta.c.key == "next_job_id").values(value=meta.c.value + n)
              .returning(meta.c.value))
         conn = s.connection()  # Core, not the ORM's bulk UPDATE: this runs under the write lock
         after = conn.execute(q).scalar_one_or_none()
@@ -234,7 +247,7 @@ class Store:
                         .order_by(JobRow.id))], True
             jobs = build(self._reserve_ids(s, n))
             fields = _job_fields()
-            s.connection().execute(JobRow.__table__.insert(), [{k: getattr(j, k) for k in fields} for j in jobs])
+            s.connection().execute(insert(_JOB_TABLE), [{k: getattr(j, k) for k in fields} for j in jobs])
             return jobs, False
 
         if self._group is not None:  # SQLite: concurrent submissions share one commit (fsync)
@@ -585,6 +598,9 @@ _ENDED_FIELDS = ("id", "name", "user", "uid", "gid", "account", "partition", "qo
                  "array_job_id", "array_task_id", "start_time", "end_time", "exit_code", "restarts")
 
 _JOB_FIELDS: list[str] = []
+#: the tables of statements run as Core (no ORM) on the submit path
+_JOB_TABLE: Table = JobRow.__table__  # type: ignore[assignment]
+_META_TABLE: Table = Meta.__table__  # type: ignore[assignment]
 
 
 def _job_fields() -> list[str]:
