@@ -42,8 +42,10 @@ Layout (every key optional unless marked):
     [limits]      what one client may ask of the daemon (batchd.config.LIMITS):
                   max_connections = 512 (open API connections in all), max_connections_per_user = 64
                   (one over either cap gets a quick 503 TooManyConnections), request_timeout_s = 5
-                  (a connection must deliver its whole request in that time), max_request_bytes =
-                  16777216 (a larger Content-Length is a 413), api_threads = 16 (requests run at once);
+                  (a connection must deliver its whole request in that time; a kept-alive one, the
+                  next request after its last reply), max_request_bytes = 16777216 (a larger
+                  Content-Length is a 413), api_threads = 16 (requests run at once; on PostgreSQL
+                  the connection pool holds api_threads + 4);
                   what one request may carry (checked by batchd.wire before anything is stored):
                   max_script_bytes = 4194304 (a batch script, Slurm's max_script_size),
                   max_env_bytes = 1048576 (a job's or step's environment, and its arguments, each:

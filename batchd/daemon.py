@@ -26,7 +26,7 @@ from batchd.agent import Agent
 from batchd.config import Config
 from batchd.controller import Controller
 from batchd.errors import BatchdError, ConfigError
-from batchd.httpserver import ApiServer
+from batchd.httpserver import ApiServer, Limits
 from batchd.layout import prepare_state_dir
 from batchd.leader import Leadership, Notifier
 from batchd.model import Node
@@ -100,7 +100,8 @@ def node_inventory(cfg: Config, name: str) -> list[dict[str, Any]]:
 class Daemon:
     def __init__(self, cfg: Config, node_names: list[str] | None = None):
         self.cfg = cfg
-        self.store = Store(cfg.db_url())
+        # a pooled connection per API thread, plus the cycle, the agents and the heartbeat
+        self.store = Store(cfg.db_url(), pool_size=Limits.of(cfg.limits).api_threads + 4)
         self.wake_event = threading.Event()
         self.stop_event = threading.Event()
         self.node_names = node_names or default_nodes(cfg)

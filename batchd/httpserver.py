@@ -8,10 +8,15 @@ served round-robin), so an idle or slow client never holds a worker and one user
 waits behind itself.
 
 Contract (the numbers are `Limits`, from the config's `[limits]` table):
-- one request per connection; every reply says `Connection: close`;
-- a connection must deliver its whole request within `request_timeout_s` of its accept,
-  else it gets a 408 envelope and is closed; a reply that makes no progress for that long
-  (a client that stops reading) is dropped;
+- one request per connection, unless the request says `Connection: keep-alive` (opt-in:
+  the CLI's one-shot requests say `close`; a load generator or a portal keeps one open):
+  then the reply says `keep-alive` and the connection waits for the next request, still
+  one open connection under the caps below; every other reply says `Connection: close`;
+- a connection must deliver its whole request within `request_timeout_s` of its accept
+  (a kept-alive one: of its last reply's end), else it gets a 408 envelope and is closed;
+  a kept-alive connection that sent nothing of a next request in that time is closed
+  without a reply; a reply that makes no progress for that long (a client that stops
+  reading) is dropped;
 - a request head over HEAD_MAX_BYTES is a 431, a Content-Length over `max_request_bytes`
   a 413, a malformed head a 400 (all JSON error envelopes, sent before the body is read);
 - open connections are capped per uid and in total: one over a cap gets a quick 503
@@ -64,7 +69,7 @@ class _Conn:
     """One accepted connection; touched by the loop thread only, except `caller`,
     `method`, `target` read by the worker that runs its request."""
     __slots__ = ("sock", "caller", "buf", "scan", "head_end", "length", "method", "target", "out",
-                 "events", "deadline", "queued", "closed", "big")
+                 "events", "deadline", "queued", "closed", "big", "keep", "served")
 
     def __init__(self, sock: socket.socket, caller: Caller, deadline: float):
         self.sock = sock
@@ -80,6 +85,8 @@ class _Conn:
         self.queued = False            # an entry of it is in the deadline heap
         self.closed = False
         self.big = False               # the reply is large: trim the heap once it is sent
+        self.keep = False              # this request asked for keep-alive (and gets it)
+        self.served = 0                # requests answered on it so far
 
 
 class _Server:
@@ -221,6 +228,10 @@ class _Server:
             self._close(c)
             return
         c.buf += data
+        self._parse(c)
+
+    def _parse(self, c: _Conn) -> None:
+        """Hand `c`'s request to the workers once its head and body are in `c.buf`."""
         try:
             if c.head_end < 0:
                 end = c.buf.find(b"\r\n\r\n", c.scan)
@@ -229,7 +240,7 @@ class _Server:
                     return
                 if end < 0 or end > HEAD_MAX_BYTES:
                     raise Refused(431, "RequestTooLarge", f"request head over {HEAD_MAX_BYTES} bytes")
-                c.method, c.target, c.length = parse_head(bytes(c.buf[:end]), self.limits.max_request_bytes)
+                c.method, c.target, c.length, c.keep = parse_head(bytes(c.buf[:end]), self.limits.max_request_bytes)
                 c.head_end = end + 4
         except Refused as e:
             self._send(c, e.reply)
@@ -240,7 +251,8 @@ class _Server:
             self._work.put(c.caller.uid, c)
 
     def _send(self, c: _Conn, data: bytes) -> None:
-        c.buf = bytearray()
+        # what a kept-alive client already sent of its next request stays
+        c.buf = c.buf[c.head_end + c.length:] if c.keep and c.head_end >= 0 else bytearray()
         c.out = memoryview(data)
         c.big = len(data) >= memtrim.TRIM_AFTER_BYTES
         c.deadline = time.monotonic() + self.limits.request_timeout_s
@@ -259,13 +271,27 @@ class _Server:
         c.out = c.out[n:]
         if not c.out:
             c.out = None  # the slice held the whole reply's buffer
-            self._close(c)
-            if c.big:  # its objects and body are freed by now: give the pages back (RSS)
+            big, c.big = c.big, False
+            if c.keep and not self._stopping:
+                self._next_request(c)
+            else:
+                self._close(c)
+            if big:  # its objects and body are freed by now: give the pages back (RSS)
                 memtrim.give_back()
             return
         if n:
             c.deadline = time.monotonic() + self.limits.request_timeout_s
         self._watch(c, selectors.EVENT_WRITE)
+
+    def _next_request(self, c: _Conn) -> None:
+        """A kept-alive connection whose reply went out: wait for its next request."""
+        c.out, c.scan, c.head_end, c.length, c.keep = None, 0, -1, 0, False
+        c.served += 1
+        c.deadline = time.monotonic() + self.limits.request_timeout_s
+        self._queue_deadline(c)
+        self._watch(c, selectors.EVENT_READ)
+        if c.buf:
+            self._parse(c)
 
     def _take_replies(self) -> None:
         while self._replies:
@@ -285,6 +311,8 @@ class _Server:
                 continue
             if c.deadline > now:  # extended since it was queued
                 self._queue_deadline(c)
+            elif c.out is None and c.served and not c.buf:  # an idle kept-alive connection
+                self._close(c)
             elif c.out is None:
                 self._note(c.caller.uid, "api request timed out", f"pid={c.caller.pid} received_bytes={len(c.buf)}")
                 self._send(c, error_reply(408, "RequestTimeout", "the request did not arrive in "
@@ -351,9 +379,10 @@ class _Server:
             try:
                 status, payload = self.handler(self.service, c.caller, c.method, c.target,
                                                bytes(c.buf[c.head_end:c.head_end + c.length]))
-                data = encode_reply(status, payload)
+                data = encode_reply(status, payload, keep_alive=c.keep)
             except Exception:  # the top of a request: answer 500, keep serving
                 log.exception("api request failed method=%s uid=%d", c.method, c.caller.uid)
+                c.keep = False
                 data = error_reply(500, "Internal", "internal error in batchd (see its log)")
             self._replies.append((c, data))
             # not kept until this thread's next request: a large reply's objects are freed now

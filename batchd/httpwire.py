@@ -45,10 +45,11 @@ def peer_credentials(sock: socket.socket) -> Caller:
     return Caller(uid=uid, gid=gid, pid=pid)
 
 
-def encode_reply(status: int, payload: Any) -> bytes:
+def encode_reply(status: int, payload: Any, keep_alive: bool = False) -> bytes:
+    """The reply; it says `Connection: keep-alive` only when the server keeps the connection."""
     body = json.dumps(payload).encode()
     head = (f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")
+            f"Content-Length: {len(body)}\r\nConnection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n")
     return head.encode() + body
 
 
@@ -64,14 +65,15 @@ class Refused(Exception):
         self.reply = error_reply(status, code, message)
 
 
-def parse_head(head: bytes, max_body: int) -> tuple[str, str, int]:
-    """(method, target, Content-Length) of a request head (without its blank line);
-    raises Refused for what the daemon will not read."""
+def parse_head(head: bytes, max_body: int) -> tuple[str, str, int, bool]:
+    """(method, target, Content-Length, keep-alive asked) of a request head (without its
+    blank line); raises Refused for what the daemon will not read. Keep-alive is opt-in:
+    only a request that says `Connection: keep-alive` is asked for it."""
     lines = head.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ")
     if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not parts[0].isalpha():
         raise Refused(400, "InvalidRequest", f"not an HTTP/1.x request line: {lines[0][:80]!r}")
-    length = 0
+    length, keep = 0, False
     for line in lines[1:]:
         name, sep, value = line.partition(":")
         if not sep:
@@ -83,10 +85,12 @@ def parse_head(head: bytes, max_body: int) -> tuple[str, str, int]:
             if not (value.isascii() and value.isdigit()):
                 raise Refused(400, "InvalidRequest", f"Content-Length is not a byte count: {value[:40]!r}")
             length = int(value)
+        elif name == "connection":
+            keep = "keep-alive" in value.lower()
     if length > max_body:
         raise Refused(413, "RequestTooLarge", f"request body of {length} bytes is over the daemon's limit of "
                                                f"{max_body} bytes (limits.max_request_bytes)")
-    return parts[0], parts[1], length
+    return parts[0], parts[1], length, keep
 
 
 class FairQueue:

@@ -125,6 +125,8 @@ class Notifier:
         self.on_notify = on_notify
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._notify_lock = threading.Lock()
+        self._notify_conn: Any = None
 
     def start(self) -> None:
         if not self.pg:
@@ -134,17 +136,37 @@ class Notifier:
 
     def stop(self) -> None:
         self._stop.set()
+        with self._notify_lock:
+            self._close_notify_conn()
 
     def notify(self, payload: str) -> None:
+        """NOTIFY on one connection kept open for it (opened on first use, reopened once
+        after an error): a connection per call cost a PostgreSQL backend start per
+        submission. Callers are serialized; a failure is logged, not raised."""
         if not self.pg:
             return
         import psycopg
 
-        try:
-            with psycopg.connect(_pg_conninfo(self.url), autocommit=True, connect_timeout=5) as c:
-                c.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
-        except Exception as e:
-            log.warning("notify failed payload=%s error=%s", payload, e)
+        with self._notify_lock:
+            for attempt in (1, 2):
+                try:
+                    if self._notify_conn is None or self._notify_conn.closed:
+                        self._notify_conn = psycopg.connect(_pg_conninfo(self.url), autocommit=True,
+                                                            connect_timeout=5)
+                    self._notify_conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
+                    return
+                except Exception as e:
+                    self._close_notify_conn()
+                    if attempt == 2:
+                        log.warning("notify failed payload=%s error=%s", payload, e)
+
+    def _close_notify_conn(self) -> None:
+        if self._notify_conn is not None:
+            try:
+                self._notify_conn.close()
+            except Exception:
+                pass
+        self._notify_conn = None
 
     def _listen(self) -> None:
         import psycopg

@@ -174,7 +174,10 @@ class Submission:
         first = jobs[-1].id  # a single job's id, or the array's master id (its last task's)
         log.info("job submitted job_id=%s user=%s account=%s tasks=%d", first, user, req["account"],
                  len(task_ids))
-        self.wake()
+        if not req.get("hold"):
+            # a held job cannot start, preempt or change another job's chances until it is
+            # released (which wakes the cycle); the periodic cycle still sees it
+            self.wake()
         return {"job_id": first, "array_task_ids": req.get("array_task_ids")}
 
     def _check_policy(self, user: str, spec: dict[str, Any], req: dict[str, Any],

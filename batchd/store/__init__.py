@@ -18,10 +18,24 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
-from sqlalchemy import Engine, Text, cast, create_engine, delete, event, func, insert, select, text, update
+from sqlalchemy import (
+    Engine,
+    Table,
+    Text,
+    cast,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.orm import Session, sessionmaker
 
 from batchd.model import Account, Job, Node, SubmitFacts, UsageRec, from_row
+from batchd.store.groupcommit import GroupCommit
 from batchd.store.tables import (
     AccountRow,
     Association,
@@ -47,7 +61,10 @@ _READ_ONLY = "batchd_read_only"
 SUBMIT_LOCK_CLASS = 0x746F6B6E
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, pool_size: int = 5) -> Engine:
+    """The engine of `url`; on PostgreSQL a pool of `pool_size` connections (and as many
+    more on demand): the daemon sizes it to its API threads plus its own loops, so that
+    requests do not queue for a connection."""
     if url.startswith("sqlite"):
         path = url.split("///", 1)[1] if "///" in url else ""
         if path and path != ":memory:":
@@ -83,7 +100,7 @@ def make_engine(url: str) -> Engine:
         return engine
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://"):]
-    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+    return create_engine(url, pool_pre_ping=True, pool_size=pool_size, max_overflow=max(10, pool_size))
 
 
 class Store:
@@ -96,14 +113,15 @@ class Store:
     wakes as soon as the previous one commits, instead of sleeping in SQLite's busy
     handler (which backs off up to 100 ms between tries). Read transactions take neither."""
 
-    def __init__(self, url: str, engine: Engine | None = None):
+    def __init__(self, url: str, engine: Engine | None = None, pool_size: int = 5):
         self.url = url
-        self.engine = engine or make_engine(url)
+        self.engine = engine or make_engine(url, pool_size)
         self._session = sessionmaker(self.engine, expire_on_commit=False)
         sqlite = self.engine.dialect.name == "sqlite"
         self._read_session = (sessionmaker(self.engine.execution_options(**{_READ_ONLY: True}),
                                            expire_on_commit=False) if sqlite else self._session)
         self._write_lock: Any = threading.Lock() if sqlite else nullcontext()
+        self._group = GroupCommit(self.tx) if sqlite else None
         # job id -> (stored request text, decoded): snapshot_jobs' memo, replaced whole
         self._request_memo: dict[int, tuple[str, dict[str, Any]]] = {}
 
@@ -136,12 +154,14 @@ class Store:
         reservations on PostgreSQL, the write lock on SQLite); on a fresh database the
         row is inserted first (INSERT .. ON CONFLICT DO NOTHING: two daemons creating it
         at once both succeed, one row results)."""
-        q = (update(Meta).where(Meta.key == "next_job_id").values(value=Meta.value + n)
-             .returning(Meta.value))
-        after = s.execute(q).scalar_one_or_none()
+        meta = _META_TABLE
+        q = (update(meta).where(meta.c.key == "next_job_id").values(value=meta.c.value + n)
+             .returning(meta.c.value))
+        conn = s.connection()  # Core, not the ORM's bulk UPDATE: this runs under the write lock
+        after = conn.execute(q).scalar_one_or_none()
         if after is None:
             s.execute(self._insert_ignore(Meta).values(key="next_job_id", value=1))
-            after = s.execute(q).scalar_one()
+            after = conn.execute(q).scalar_one()
         return int(after) - n
 
     def _insert_ignore(self, table: Any) -> Any:
@@ -209,20 +229,31 @@ class Store:
         job), when `uid` already stored a submission with it, nothing is reserved or
         inserted and (that submission's jobs by id, True) is returned: the check and the
         insert are serialized per (uid, token) by BEGIN IMMEDIATE on SQLite, by a
-        transaction-level advisory lock on PostgreSQL (as `insert_submission`)."""
-        with self.tx() as s:
+        transaction-level advisory lock on PostgreSQL (as `insert_submission`). On SQLite
+        concurrent submissions are group-committed (`batchd.store.groupcommit`): each in
+        its own savepoint, one COMMIT for the group, returned only once that committed."""
+        def body(s: Session) -> tuple[list[Job], bool]:
             if token is not None:
                 if self.engine.dialect.name == "postgresql":
                     key = zlib.crc32(f"{uid}:{token}".encode()) & 0x7FFFFFFF
                     s.execute(text("SELECT pg_advisory_xact_lock(:c, :k)"), {"c": SUBMIT_LOCK_CLASS, "k": key})
-                done = [from_row(Job, r) for r in s.scalars(
-                    select(JobRow).where(JobRow.uid == uid, JobRow.submit_token == token).order_by(JobRow.id))]
-                if done:
-                    return done, True
+                # Core statements (no ORM unit of work): a submission's own cost is under the
+                # write lock, and the whole job row is read only for a repeated token
+                conn = s.connection()
+                if conn.execute(select(JobRow.id).where(JobRow.uid == uid, JobRow.submit_token == token)
+                                .limit(1)).first() is not None:
+                    return [from_row(Job, r) for r in s.scalars(
+                        select(JobRow).where(JobRow.uid == uid, JobRow.submit_token == token)
+                        .order_by(JobRow.id))], True
             jobs = build(self._reserve_ids(s, n))
             fields = _job_fields()
-            s.execute(insert(JobRow), [{k: getattr(j, k) for k in fields} for j in jobs])
+            s.connection().execute(insert(_JOB_TABLE), [{k: getattr(j, k) for k in fields} for j in jobs])
             return jobs, False
+
+        if self._group is not None:  # SQLite: concurrent submissions share one commit (fsync)
+            return self._group.run(body)
+        with self.tx() as s:
+            return body(s)
 
     def get_job(self, job_id: int) -> Job | None:
         with self.read() as s:
@@ -575,6 +606,9 @@ _ENDED_FIELDS = ("id", "name", "user", "uid", "gid", "account", "partition", "qo
                  "array_job_id", "array_task_id", "start_time", "end_time", "exit_code", "restarts")
 
 _JOB_FIELDS: list[str] = []
+#: the tables of statements run as Core (no ORM) on the submit path
+_JOB_TABLE: Table = JobRow.__table__  # type: ignore[assignment]
+_META_TABLE: Table = Meta.__table__  # type: ignore[assignment]
 
 
 def _job_fields() -> list[str]:

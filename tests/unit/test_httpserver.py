@@ -304,3 +304,64 @@ def test_limits_come_from_the_config():
 def test_bad_limits_are_refused_naming_the_key(key, value):
     with pytest.raises(BatchdError, match=f"limits.{key}"):
         parse_config({"node": NODE, "limits": {key: value}})
+
+
+def _reply_on(s: socket.socket, buf: bytearray) -> tuple[bytes, dict]:
+    """One whole reply read from a connection that stays open: (head, JSON body)."""
+    while b"\r\n\r\n" not in buf:
+        chunk = s.recv(65536)
+        assert chunk, "closed before a reply"
+        buf += chunk
+    head, _, rest = bytes(buf).partition(b"\r\n\r\n")
+    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+    while len(rest) < length:
+        rest += s.recv(65536)
+    buf[:] = rest[length:]
+    return head, json.loads(rest[:length])
+
+
+def keep_alive(target: str, body: bytes = b"") -> bytes:
+    return (f"POST {target} HTTP/1.1\r\nHost: batchd\r\nContent-Length: {len(body)}\r\n"
+            f"Connection: keep-alive\r\n\r\n").encode() + body
+
+
+def test_keep_alive_is_opt_in_and_serves_requests_in_turn_then_closes_when_idle(serve):
+    path = serve(request_timeout_s=0.5)
+    s = connect(path)
+    buf = bytearray()
+    s.sendall(keep_alive("/one", b"1"))
+    head, body = _reply_on(s, buf)
+    assert b"Connection: keep-alive" in head and body["target"] == "/one" and body["body"] == "1"
+    # two requests in one send: both answered, in order
+    s.sendall(keep_alive("/two", b"2") + keep_alive("/three", b"33"))
+    assert _reply_on(s, buf)[1]["body"] == "2"
+    assert _reply_on(s, buf)[1]["body"] == "33"
+    # a request without keep-alive gets `Connection: close` and the connection ends
+    s.sendall(get("/last"))
+    head, body = _reply_on(s, buf)
+    assert b"Connection: close" in head and body["target"] == "/last" and is_closed(s)
+    # an idle kept-alive connection is closed after request_timeout_s, without a reply
+    s2 = connect(path)
+    s2.sendall(keep_alive("/x"))
+    _reply_on(s2, bytearray())
+    t0 = time.monotonic()
+    assert s2.recv(100) == b"" and time.monotonic() - t0 < 5
+
+
+def test_a_kept_alive_connection_counts_against_the_per_user_cap(serve):
+    path = serve(max_connections_per_user=1, request_timeout_s=2)
+    s = connect(path)
+    s.sendall(keep_alive("/a"))
+    _reply_on(s, bytearray())
+    status, body = until(lambda: _try(path))
+    assert status == 503 and body["error"]["code"] == "TooManyConnections"
+    s.close()
+    until(lambda: exchange(path, get())[0] == 200)
+
+
+def _try(path: str) -> tuple[int, dict] | None:
+    """exchange(), or None when the refusal closed the socket before the request was sent."""
+    try:
+        return exchange(path, get())
+    except OSError:
+        return None
