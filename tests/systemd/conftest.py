@@ -149,12 +149,29 @@ def _build_wheels(work: Path) -> tuple[Path, Path]:
     return wheels, newer
 
 
+def _wait_for_root_build(limit_s: float = 600.0) -> None:
+    """`.ci/run` builds the root in the background while the suite runs: wait for that
+    builder (its pid in `$SDROOT.building`) to end."""
+    marker = Path(f"{SDROOT}.building")
+    deadline = time.monotonic() + limit_s
+    while marker.exists() and time.monotonic() < deadline:
+        try:
+            pid = int(marker.read_text().strip() or "0")
+            os.kill(pid, 0)
+        except (ValueError, ProcessLookupError, FileNotFoundError):
+            return  # no builder alive: whatever is there is what there is
+        except PermissionError:
+            pass
+        time.sleep(2)
+
+
 @pytest.fixture(scope="module")
 def box():
     if os.geteuid() != 0:
         _skip("needs root (it boots a container with its own namespaces and cgroups)")
     if not (SDBOX_DIR / "sdbox.sh").exists():
         _skip(f"no box scripts at {SDBOX_DIR}")
+    _wait_for_root_build()
     if not (SDROOT / "lib" / "systemd" / "systemd").exists():
         _skip(f"no root for the box at {SDROOT}: build it with {SDBOX_DIR}/make-root.sh {SDROOT} "
               "(.ci/run does when root)")
