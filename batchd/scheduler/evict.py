@@ -250,8 +250,8 @@ class Solver:
             s.rollback(cp)
             return None
         unneeded = [v for v in rest if _back_in_place(v)]
-        if not unneeded:  # go on from here: the same scenario
-            return rest if self._scenario(j, rest, check, blocked, (cp, takes)) else None
+        if not unneeded:  # go on from here: the same scenario (`first` was found on exactly it)
+            return rest if self._scenario(j, rest, check, blocked, (cp, takes), not first) else None
         for tk in reversed(takes):
             give_back(tk)
         s.rollback(cp)
@@ -264,10 +264,11 @@ class Solver:
         return None
 
     def _scenario(self, j: JobRT, rest: list[JobRT], check: Reclaimable | None, blocked: bool,
-                  placed: tuple[int, Any] | None = None) -> bool:
+                  placed: tuple[int, Any] | None = None, ordered: bool = False) -> bool:
         """Evict `rest`, place and start J, relocate the victims that fit elsewhere, validate.
         The session holds it when True, is unchanged when False. `placed`: (checkpoint, takes)
-        when `rest` are evicted and J placed already (since that checkpoint)."""
+        when `rest` are evicted and J placed already (since that checkpoint); `ordered`: none
+        of `rest` goes before J with exactly them evicted (known already)."""
         s = self.s
         if placed is None:
             cp = s.checkpoint()
@@ -276,7 +277,7 @@ class Solver:
         else:
             cp, takes = placed
         n0 = len(s.preempts) - len(rest)  # the entries of these evictions (the last ones)
-        if any(self._before(v, j) for v in rest):  # with exactly these evicted, one goes first
+        if not ordered and any(self._before(v, j) for v in rest):  # with exactly these evicted, one goes first
             if takes is not None:
                 for tk in reversed(takes):
                     give_back(tk)
