@@ -111,28 +111,9 @@ class Service(Submission, JobChanges):
         job with `all_jobs`. With ids, jobs purged after MinJobAge only when `purged`."""
         if ids:
             since = None if purged else self._in_memory_since()
-            plain: set[int] = set()
-            arrays: set[int] = set()
-            tasks: dict[int, set[int]] = {}
-            for raw in ids:
-                try:
-                    jid, task = views.parse_job_id(raw)
-                except ValueError:
-                    raise InvalidRequest(f"Invalid job id specified: {raw}") from None
-                if task is None:
-                    plain.add(jid)
-                    arrays.add(jid)
-                else:
-                    tasks.setdefault(jid, set()).update(task)
-                    arrays.add(jid)
-            found = self.store.list_jobs(ids=plain, array_job_ids=arrays)
-            out = []
-            for j in found:
-                if j.array_job_id is not None and j.array_job_id in tasks:
-                    if j.array_task_id in tasks[j.array_job_id]:
-                        out.append(j)
-                elif j.id in plain or (j.array_job_id is not None and j.array_job_id in plain):
-                    out.append(j)
+            plain, tasks, pick = _id_pick(ids)
+            found = self.store.list_jobs(ids=plain, array_job_ids=plain | set(tasks))
+            out = [j for j in found if pick(j.id, j.array_job_id, j.array_task_id)]
             return [j for j in out if since is None or j.end_time is None or j.end_time >= since]
         return self.store.list_jobs(since=None if all_jobs else self._in_memory_since())
 
@@ -147,23 +128,7 @@ class Service(Submission, JobChanges):
                               states=csv("states"), names=csv("names"), qos=csv("qos"), ended_since=since)
         if not ids:
             return q, None
-        plain: set[int] = set()
-        tasks: dict[int, set[int]] = {}
-        for raw in ids:
-            try:
-                jid, task = views.parse_job_id(raw)
-            except ValueError:
-                raise InvalidRequest(f"Invalid job id specified: {raw}") from None
-            if task is None:
-                plain.add(jid)
-            else:
-                tasks.setdefault(jid, set()).update(task)
-
-        def pick(jid: int, aj: int | None, task: int | None) -> bool:
-            if aj is not None and aj in tasks:
-                return task in tasks[aj]
-            return jid in plain or (aj is not None and aj in plain)
-
+        plain, tasks, pick = _id_pick(ids)
         q = dataclasses.replace(q, ids=frozenset(plain), array_job_ids=frozenset(plain | set(tasks)))
         return q, pick
 
@@ -251,3 +216,27 @@ def _on(j: Job, nodes: set[str]) -> bool:
 
 
 __all__ = ["Caller", "Service", "SubmitError", "NotFound", "PermissionDenied", "Conflict"]
+
+
+def _id_pick(ids: list[str]) -> tuple[set[int], dict[int, set[int]], Callable[[int, int | None, int | None], bool]]:
+    """Slurm id strings (`123`, `123_4`, `123_[1-3]`) as (plain ids, {array id: task ids}, a
+    pick(id, array id, task id) that says whether a stored job is one of them): a plain id
+    names a job or a whole array, a task list only those tasks."""
+    plain: set[int] = set()
+    tasks: dict[int, set[int]] = {}
+    for raw in ids:
+        try:
+            jid, task = views.parse_job_id(raw)
+        except ValueError:
+            raise InvalidRequest(f"Invalid job id specified: {raw}") from None
+        if task is None:
+            plain.add(jid)
+        else:
+            tasks.setdefault(jid, set()).update(task)
+
+    def pick(jid: int, aj: int | None, task: int | None) -> bool:
+        if aj is not None and aj in tasks:
+            return task in tasks[aj]
+        return jid in plain or (aj is not None and aj in plain)
+
+    return plain, tasks, pick
