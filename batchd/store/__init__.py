@@ -19,6 +19,7 @@ from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from sqlalchemy import (
+    Connection,
     Engine,
     Table,
     Text,
@@ -35,6 +36,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session, sessionmaker
 
 from batchd.model import Account, Job, Node, SubmitFacts, UsageRec, from_row
+from batchd.store import submitpath
 from batchd.store.groupcommit import GroupCommit
 from batchd.store.tables import (
     AccountRow,
@@ -62,8 +64,8 @@ SUBMIT_LOCK_CLASS = 0x746F6B6E
 
 
 def make_engine(url: str, pool_size: int = 5) -> Engine:
-    """The engine of `url`; on PostgreSQL a pool of `pool_size` connections (and as many
-    more on demand): the daemon sizes it to its API threads plus its own loops, so that
+    """The engine of `url`, with a pool of `pool_size` connections (and as many more on
+    demand, closed after use): the daemon sizes it to its API threads plus its own loops, so that
     requests do not queue for a connection."""
     if url.startswith("sqlite"):
         path = url.split("///", 1)[1] if "///" in url else ""
@@ -72,7 +74,11 @@ def make_engine(url: str, pool_size: int = 5) -> Engine:
             if not os.path.exists(path):
                 fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
                 os.close(fd)
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        # the pool holds a connection per concurrent user (API threads and the daemon's
+        # loops): SQLAlchemy's default of 5 (+10 overflow, closed after each use) made
+        # most requests open a new connection and run the pragmas below under load
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30},
+                               pool_size=pool_size, max_overflow=max(10, pool_size))
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _rec: Any) -> None:
@@ -121,7 +127,8 @@ class Store:
         self._read_session = (sessionmaker(self.engine.execution_options(**{_READ_ONLY: True}),
                                            expire_on_commit=False) if sqlite else self._session)
         self._write_lock: Any = threading.Lock() if sqlite else nullcontext()
-        self._group = GroupCommit(self.tx) if sqlite else None
+        self._read_engine = self.engine.execution_options(**{_READ_ONLY: True}) if sqlite else self.engine
+        self._group = GroupCommit(self.core_tx) if sqlite else None
         # job id -> (stored request text, decoded): snapshot_jobs' memo, replaced whole
         self._request_memo: dict[int, tuple[str, dict[str, Any]]] = {}
 
@@ -138,6 +145,19 @@ class Store:
         with self._read_session.begin() as s:
             yield s
 
+    @contextmanager
+    def core_tx(self) -> Iterator[Connection]:
+        """`tx` on a plain Core connection, for the request path's hot statements (the ORM
+        session's own bookkeeping costs more than those statements)."""
+        with self._write_lock, self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def core_read(self) -> Iterator[Connection]:
+        """`read` on a plain Core connection."""
+        with self._read_engine.begin() as conn:
+            yield conn
+
     def close(self) -> None:
         self.engine.dispose()
 
@@ -146,23 +166,20 @@ class Store:
         """Reserve `n` consecutive job ids; return the first. Race-free on a fresh
         database too (see `_reserve_ids`)."""
         with self.tx() as s:
-            return self._reserve_ids(s, n)
+            return self._reserve_ids(s.connection(), n)
 
-    def _reserve_ids(self, s: Session, n: int) -> int:
-        """In transaction `s`: advance the `next_job_id` counter by `n` and return the
+    def _reserve_ids(self, conn: Connection, n: int) -> int:
+        """In transaction `conn`: advance the `next_job_id` counter by `n` and return the
         first reserved id. One UPDATE .. RETURNING (the row lock serializes concurrent
         reservations on PostgreSQL, the write lock on SQLite); on a fresh database the
         row is inserted first (INSERT .. ON CONFLICT DO NOTHING: two daemons creating it
         at once both succeed, one row results)."""
-        meta = _META_TABLE
-        q = (update(meta).where(meta.c.key == "next_job_id").values(value=meta.c.value + n)
-             .returning(meta.c.value))
-        conn = s.connection()  # Core, not the ORM's bulk UPDATE: this runs under the write lock
-        after = conn.execute(q).scalar_one_or_none()
+        after = submitpath.reserve(conn, n)  # Core, not the ORM's bulk UPDATE: under the write lock
         if after is None:
-            s.execute(self._insert_ignore(Meta).values(key="next_job_id", value=1))
-            after = conn.execute(q).scalar_one()
-        return int(after) - n
+            conn.execute(self._insert_ignore(Meta).values(key="next_job_id", value=1))
+            after = submitpath.reserve(conn, n)
+            assert after is not None
+        return after - n
 
     def _insert_ignore(self, table: Any) -> Any:
         """INSERT .. ON CONFLICT DO NOTHING in this database's dialect."""
@@ -211,14 +228,11 @@ class Store:
         transaction: accounts, `user`'s associations, nodes, and with `token` the jobs
         `uid` already stored with it (a retried submission). Indexed reads only: no job
         is read but those of the token."""
-        with self.read() as s:
-            accounts = [from_row(Account, r) for r in s.scalars(
-                select(AccountRow).order_by(AccountRow.created, AccountRow.name))]
-            assoc = [_assoc_dict(a) for a in s.scalars(
-                select(Association).where(Association.user == user).order_by(Association.account))]
-            nodes = [from_row(Node, r) for r in s.scalars(select(NodeRow).order_by(NodeRow.name))]
-            repeated = [] if token is None else [from_row(Job, r) for r in s.scalars(
-                select(JobRow).where(JobRow.uid == uid, JobRow.submit_token == token).order_by(JobRow.id))]
+        with self.core_read() as conn:  # prebuilt Core statements (batchd.store.submitpath)
+            accounts = submitpath.accounts(conn)
+            assoc = submitpath.associations(conn, user)
+            nodes = submitpath.nodes(conn)
+            repeated = [] if token is None else submitpath.token_jobs(conn, uid, token)
         return SubmitFacts(accounts=accounts, associations=assoc, nodes=nodes, repeated=repeated)
 
     def store_submission(self, n: int, build: Callable[[int], list[Job]], uid: int,
@@ -232,28 +246,24 @@ class Store:
         transaction-level advisory lock on PostgreSQL (as `insert_submission`). On SQLite
         concurrent submissions are group-committed (`batchd.store.groupcommit`): each in
         its own savepoint, one COMMIT for the group, returned only once that committed."""
-        def body(s: Session) -> tuple[list[Job], bool]:
+        def body(conn: Connection) -> tuple[list[Job], bool]:
+            # Core statements on a plain connection (no ORM session): a submission's own
+            # cost is under the write lock, and the whole job row is read only for a
+            # repeated token
             if token is not None:
                 if self.engine.dialect.name == "postgresql":
                     key = zlib.crc32(f"{uid}:{token}".encode()) & 0x7FFFFFFF
-                    s.execute(text("SELECT pg_advisory_xact_lock(:c, :k)"), {"c": SUBMIT_LOCK_CLASS, "k": key})
-                # Core statements (no ORM unit of work): a submission's own cost is under the
-                # write lock, and the whole job row is read only for a repeated token
-                conn = s.connection()
-                if conn.execute(select(JobRow.id).where(JobRow.uid == uid, JobRow.submit_token == token)
-                                .limit(1)).first() is not None:
-                    return [from_row(Job, r) for r in s.scalars(
-                        select(JobRow).where(JobRow.uid == uid, JobRow.submit_token == token)
-                        .order_by(JobRow.id))], True
-            jobs = build(self._reserve_ids(s, n))
-            fields = _job_fields()
-            s.connection().execute(insert(_JOB_TABLE), [{k: getattr(j, k) for k in fields} for j in jobs])
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:c, :k)"), {"c": SUBMIT_LOCK_CLASS, "k": key})
+                if submitpath.token_used(conn, uid, token):
+                    return submitpath.token_jobs(conn, uid, token), True
+            jobs = build(self._reserve_ids(conn, n))
+            conn.execute(insert(_JOB_TABLE), submitpath.job_rows(jobs))
             return jobs, False
 
         if self._group is not None:  # SQLite: concurrent submissions share one commit (fsync)
             return self._group.run(body)
-        with self.tx() as s:
-            return body(s)
+        with self.core_tx() as conn:
+            return body(conn)
 
     def get_job(self, job_id: int) -> Job | None:
         with self.read() as s:
