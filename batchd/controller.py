@@ -26,7 +26,7 @@ import re
 import time
 from typing import Any
 
-from batchd import faults
+from batchd import arrayfold, faults
 from batchd.config import Config
 from batchd.cyclebook import REQUEUE_HELD, CycleBook
 from batchd.gres import Charge, whole_cards
@@ -70,8 +70,10 @@ class Controller:
         before stays out; one it cannot read is left out, and the next cycle refuses it)."""
         return self._build(time.time() if now is None else now)[0]
 
-    def _build(self, now: float) -> tuple[dict[str, Any], CycleBook]:
-        """The snapshot at `now` and its bookkeeping; the book is the caller's own."""
+    def _build(self, now: float, fold: bool = False) -> tuple[dict[str, Any], CycleBook]:
+        """The snapshot at `now` and its bookkeeping; the book is the caller's own. With
+        `fold` (the cycle's own), large groups of alike pending array tasks are cut to
+        their first tasks (`batchd.arrayfold`); the book's `folded` names the others."""
         # the active jobs without their scripts and environments, and a day of ended jobs
         # (what dependencies name) with only the few columns dependencies read
         jobs = self.store.snapshot_jobs(("PENDING", "RUNNING", "SUSPENDED"), ENDED_STATES, since=now - 86400)
@@ -80,11 +82,15 @@ class Controller:
         qos = {q.name: q for q in self.cfg.qos}
         nodes = self.store.list_nodes()
         part_nodes = {p.name: p.nodes for p in self.cfg.partitions}
+        folder = arrayfold.Folder(arrayfold.cap(nodes)) if fold else None
         out_jobs = []
         for j in jobs:
             if j.state not in ("PENDING", "RUNNING", "SUSPENDED"):
                 continue
             if j.state == "PENDING" and book.leave_out(j, bad):
+                continue
+            if folder is not None and j.state == "PENDING" and folder.fold(j):
+                book.eligibility(j, now)  # its EligibleTime and Dependency= text, as the others'
                 continue
             try:
                 out_jobs.append(self._job_entry(j, qos, part_nodes, book, now))
@@ -96,6 +102,8 @@ class Controller:
                     self._once(("running", j.id), logging.ERROR, "running job entry incomplete job_id=%s "
                                "error=%s", j.id, e)
                     out_jobs.append(_running_fallback(j))
+        if folder is not None:
+            book.folded = folder.folded
         return self._snapshot_rest(now, nodes, out_jobs), book
 
     @staticmethod
@@ -214,7 +222,7 @@ class Controller:
 
         now = time.time() if now is None else now
         accrue_usage(self.cfg, self.store, now)
-        snap, book = self._build(now)
+        snap, book = self._build(now, fold=True)
         try:
             self._log_refusals(book)
             prios = self._priorities(snap)
@@ -223,7 +231,9 @@ class Controller:
             decisions = self._decide(snap, book, decide, load_snapshot)
             self.apply(snap, decisions, now, book)
             if prios is not None:
-                self._store_priorities(prios, book)
+                # a folded array task has its group's priority (squeue %Q, sprio)
+                folded = {str(t): prios[str(r)] for t, r in book.folded.items() if str(r) in prios}
+                self._store_priorities({**prios, **folded}, book)
         finally:
             # even a failed cycle remembers whom it refused (each is logged once); a new object
             self._bad = dict(book.refused)
@@ -350,6 +360,7 @@ class Controller:
         for jid, job in pending_now.items():
             if job.get("eligible") is False and book.stored_reason.get(jid) != job["reason"]:
                 changes.append((jid, ("PENDING",), {"reason": job["reason"]}))
+        changes += _folded_changes(book, pending_now, dec)
         if changes:
             self.store.update_jobs(changes)
         for jid in started:
@@ -358,6 +369,30 @@ class Controller:
             # the rule that allowed it (issue 16) is kept nowhere else once the next cycle runs
             log.info("job preempted job_id=%s reason=%s for=%s policy=%s", pre["job"], pre.get("reason"),
                      pre.get("for"), pre.get("policy") or "-")
+
+
+def _folded_changes(book: CycleBook, pending_now: dict[int, dict[str, Any]],
+                    dec: dict[str, Any]) -> list[tuple[int, tuple[str, ...], dict[str, Any]]]:
+    """A folded array task (batchd.arrayfold) takes the pending reason its group's last
+    task in the cycle has after it, and has no planned start."""
+    if not book.folded:
+        return []
+    decided = {int(p["job"]): p.get("reason") or "None" for p in dec.get("pending", [])}
+    out: list[tuple[int, tuple[str, ...], dict[str, Any]]] = []
+    for jid, rep in book.folded.items():
+        entry = pending_now.get(rep)
+        if entry is not None and entry.get("eligible") is False:
+            reason = entry["reason"]
+        else:
+            reason = decided.get(rep, book.stored_reason.get(rep) or "None")
+        vals: dict[str, Any] = {}
+        if book.stored_reason.get(jid) != reason:
+            vals["reason"] = reason
+        if book.stored_estimate.get(jid) is not None:
+            vals["start_estimate"] = None
+        if vals:
+            out.append((jid, ("PENDING",), vals))
+    return out
 
 
 def _preemptor_marks(snap: dict[str, Any], dec: dict[str, Any]) -> list[tuple[int, tuple[str, ...], dict]]:

@@ -41,6 +41,9 @@ class CycleBook:
     # of refused jobs once a cycle on this book is over (those still refused, and new ones)
     refused: dict[int, str] = field(default_factory=dict)
     new_refusals: list[tuple[Job, BaseException]] = field(default_factory=list)  # not yet logged
+    # pending array tasks left out of a cycle as alike to others (batchd.arrayfold) ->
+    # the task of their group the cycle decides for
+    folded: dict[int, int] = field(default_factory=dict)
     _dep_index: tuple[set[int], dict[tuple[str, str], list[Job]]] | None = None
 
     @classmethod

@@ -305,10 +305,13 @@ class Store:
         `nodelist` and `exclude` (read from the JSON in SQL), an ended one with its
         identity, state and times only (spec and request {}), enough for dependencies."""
         recent = (JobRow.end_time.is_(None)) | (JobRow.end_time >= since)
-        act_cols = [getattr(JobRow, f) for f in _job_fields() if f not in ("spec", "request")]
+        # the JSON columns come as text and are decoded here: most are null or alike for
+        # pending jobs (SQLAlchemy's JSON type would decode each of them, row by row)
+        act_cols = [getattr(JobRow, f) for f in _job_fields() if f not in ("spec", "request", *_TEXT_JSON)]
         q_act = (select(*act_cols, cast(JobRow.request, Text).label("request_text"),
-                        JobRow.spec["nodelist"].label("spec_nodelist"),
-                        JobRow.spec["exclude"].label("spec_exclude"))
+                        *(cast(getattr(JobRow, f), Text).label(f) for f in _TEXT_JSON),
+                        cast(JobRow.spec["nodelist"], Text).label("spec_nodelist"),
+                        cast(JobRow.spec["exclude"], Text).label("spec_exclude"))
                  .where(JobRow.state.in_(list(active)), recent).order_by(JobRow.id))
         # Two queries, not one with `recent`: the OR would make the database read every
         # ended job of the history through the state index; each of these is one range of
@@ -325,19 +328,33 @@ class Store:
         # memo is replaced whole (a snapshot on an API thread may run beside the cycle).
         memo = self._request_memo
         fresh: dict[int, tuple[str, dict[str, Any]]] = {}
+        same_text: dict[str, dict[str, Any]] = {}
         with self.read() as s:
             out = []
-            for r in s.execute(q_act):
-                d = r._asdict()
-                nodelist, exclude = d.pop("spec_nodelist"), d.pop("spec_exclude")
+            # rows become dicts by zipping the result's keys, taken once: Row._asdict()
+            # builds the key view again for every row (a third of a cycle's snapshot time)
+            conn = s.connection()  # Core results: the ORM's row loading costs more than the rows
+            res = conn.execute(q_act)
+            keys = tuple(res.keys())
+            for r in res:
+                d = dict(zip(keys, r, strict=True))
+                for f in _TEXT_JSON:
+                    d[f] = _json_text(d[f])
+                nodelist, exclude = _json_text(d.pop("spec_nodelist")), _json_text(d.pop("spec_exclude"))
                 d["spec"] = {k: v for k, v in (("nodelist", nodelist), ("exclude", exclude)) if v is not None}
                 raw = d.pop("request_text")
                 seen = memo.get(d["id"])
-                request = seen[1] if seen is not None and seen[0] == raw else json.loads(raw)
+                if seen is not None and seen[0] == raw:
+                    request = seen[1]
+                else:  # the tasks of one array share one decoded request (batchd.arrayfold)
+                    request = same_text.get(raw) or json.loads(raw)
+                same_text.setdefault(raw, request)
                 fresh[d["id"]] = (raw, request)
                 out.append(Job(**d, request=request))
-            ended_jobs = [Job(**r._asdict(), spec={}, request={}) for r in s.execute(q_end)]
-            open_jobs = [Job(**r._asdict(), spec={}, request={}) for r in s.execute(q_end_open)]
+            ended_jobs = [Job(**dict(zip(_ENDED_FIELDS, r, strict=True)), spec={}, request={})
+                          for r in conn.execute(q_end)]
+            open_jobs = [Job(**dict(zip(_ENDED_FIELDS, r, strict=True)), spec={}, request={})
+                         for r in conn.execute(q_end_open)]
         self._request_memo = fresh
         return list(heapq.merge(out, ended_jobs, open_jobs, key=lambda j: j.id))
 
@@ -614,6 +631,17 @@ def _assoc_dict(a: Association) -> dict[str, Any]:
 #: required fields, and what dependencies look at (state, start and end, array task)
 _ENDED_FIELDS = ("id", "name", "user", "uid", "gid", "account", "partition", "qos", "state", "submit_time",
                  "array_job_id", "array_task_id", "start_time", "end_time", "exit_code", "restarts")
+
+#: JSON columns of an active job that `snapshot_jobs` reads as text (see there)
+_TEXT_JSON = ("allocation", "charge")
+
+
+def _json_text(v: Any) -> Any:
+    """A JSON column read as text (None for SQL NULL), decoded."""
+    if v is None or v == "null":
+        return None
+    return json.loads(v) if isinstance(v, str) else v
+
 
 _JOB_FIELDS: list[str] = []
 #: the tables of statements run as Core (no ORM) on the submit path
