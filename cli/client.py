@@ -1,15 +1,17 @@
 """A minimal HTTP/1.1-over-Unix-socket client for the batchd daemon.
 
-Deliberately built on `_socket`, `json` and `time` only (no http.client, no urllib, not even
-the `socket` wrapper module, which pulls in `enum`): the Slurm-named commands import it
-on every call and must start in a few milliseconds.
+Deliberately built on `_socket`, `time` and `_json` (through `batchd.cli.wirejson`) only
+(no http.client, no urllib, not even the `socket` wrapper module, which pulls in `enum`,
+nor the `json` package, which pulls in `re`): the Slurm-named commands import it on every
+call and must start in a few milliseconds.
 """
 
 import _socket
-import json
 import os
 import sys
 import time
+
+from batchd.cli import wirejson
 
 DEFAULT_SOCKET = "/run/batchd/batchd.sock"
 DEV_SOCKET = os.path.join(".batchd", "batchd.sock")
@@ -105,7 +107,7 @@ def request(method, path, body=None, query=None, timeout=60.0):
         parts = [f"{k}={_quote(v)}" for k, v in query.items() if v is not None and v != ""]
         if parts:
             path = path + "?" + "&".join(parts)
-    data = b"" if body is None else json.dumps(body).encode()
+    data = b"" if body is None else wirejson.dumps(body).encode()
     head = (f"{method} {path} HTTP/1.1\r\nHost: batchd\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n").encode()
     sp = socket_path()
@@ -144,7 +146,7 @@ def _decode(raw, sp):
     if sep < 0:
         raise Unreachable(f"the batchd daemon at {sp} closed the connection")
     try:
-        return int(raw[9:12]), json.loads(raw[sep + 4:] or b"{}")
+        return int(raw[9:12]), wirejson.loads(raw[sep + 4:] or b"{}")
     except ValueError:
         raise Unreachable(f"the batchd daemon at {sp} sent an incomplete reply") from None
 

@@ -17,7 +17,7 @@ MAIL=/var/mail/USER and PATH=/usr/local/bin:/usr/bin:/bin (plus the sbin directo
 for root), which is what a Debian login shell sets before any profile script.
 
 Import cost is part of the latency budget (< 40 ms end to end): only builtins,
-`json`/`socket` (through the client) and the small modules beside this one.
+`_socket` and `_json` (through the client) and the small modules beside this one.
 """
 
 import os
