@@ -27,6 +27,7 @@ from sqlalchemy import (
     create_engine,
     delete,
     event,
+    exc,
     func,
     insert,
     select,
@@ -106,7 +107,37 @@ def make_engine(url: str, pool_size: int = 5) -> Engine:
         return engine
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://"):]
-    return create_engine(url, pool_pre_ping=True, pool_size=pool_size, max_overflow=max(10, pool_size))
+    engine = create_engine(url, pool_size=pool_size, max_overflow=max(10, pool_size))
+    _ping_when_idle(engine)
+    return engine
+
+
+#: a pooled PostgreSQL connection idle for longer than this is pinged before use
+PING_IDLE_S = 1.0
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """SQLAlchemy's pre-ping, but only for a connection that sat idle in the pool for
+    PING_IDLE_S: the ping is a round trip on every checkout, two per submission under load,
+    when the connection was in use a moment ago. A connection that fails its ping is
+    replaced (DisconnectionError: the pool opens a new one). After a database restart the
+    connections idle since then are replaced; one returned to the pool less than
+    PING_IDLE_S before the restart fails its request once, and that failure invalidates
+    the pool's other connections (SQLAlchemy's disconnect handling)."""
+
+    @event.listens_for(engine, "checkin")
+    def _checkin(_dbapi_conn: Any, rec: Any) -> None:
+        rec.info["batchd_idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checkout(dbapi_conn: Any, rec: Any, _proxy: Any) -> None:
+        since = rec.info.get("batchd_idle_since")
+        if since is None or time.monotonic() - since < PING_IDLE_S:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_conn)
+        except Exception as e:
+            raise exc.DisconnectionError(f"pooled connection failed its ping: {e}") from e
 
 
 class Store:
