@@ -105,7 +105,10 @@ class Daemon:
         self.proc: subprocess.Popen | None = None
         self.start_s = float("nan")
         shutil.copyfile(REFERENCE_ACCOUNTS, self.dir / REFERENCE_ACCOUNTS.name)
-        (self.dir / "batchd.toml").write_text(f'database_url = "{db_url}"\n' + REFERENCE.read_text())
+        # the arrays phase submits --array=0-9999: Slurm's MaxArraySize (1001 on the peer)
+        # raised here to 10001, as an admin of such a cluster would
+        (self.dir / "batchd.toml").write_text(f'database_url = "{db_url}"\n' + REFERENCE.read_text()
+                                              + "\n[limits]\nmax_array_size = 10001\n")
 
     @property
     def env(self) -> dict[str, str]:
