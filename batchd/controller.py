@@ -74,9 +74,11 @@ class Controller:
         """The snapshot at `now` and its bookkeeping; the book is the caller's own. With
         `fold` (the cycle's own), large groups of alike pending array tasks are cut to
         their first tasks (`batchd.arrayfold`); the book's `folded` names the others."""
-        # the active jobs without their scripts and environments, and a day of ended jobs
-        # (what dependencies name) with only the few columns dependencies read
-        jobs = self.store.snapshot_jobs(("PENDING", "RUNNING", "SUSPENDED"), ENDED_STATES, since=now - 86400)
+        # the active jobs without their scripts and environments, and, when a pending job
+        # has a dependency, a day of ended jobs (what dependencies name) with only the few
+        # columns dependencies read
+        jobs = self.store.snapshot_jobs(("PENDING", "RUNNING", "SUSPENDED"), ENDED_STATES, since=now - 86400,
+                                        ended_if=_any_dependency)
         book = CycleBook.read(jobs)
         bad = self._bad  # one reference: `cycle` replaces it, never changes it
         qos = {q.name: q for q in self.cfg.qos}
@@ -369,6 +371,11 @@ class Controller:
             # the rule that allowed it (issue 16) is kept nowhere else once the next cycle runs
             log.info("job preempted job_id=%s reason=%s for=%s policy=%s", pre["job"], pre.get("reason"),
                      pre.get("for"), pre.get("policy") or "-")
+
+
+def _any_dependency(active: list[Job]) -> bool:
+    """Whether a pending job has a dependency (only then does a snapshot read ended jobs)."""
+    return any(j.state == "PENDING" and j.request.get("dependency") for j in active)
 
 
 def _folded_changes(book: CycleBook, pending_now: dict[int, dict[str, Any]],

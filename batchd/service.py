@@ -105,14 +105,20 @@ class Service(Submission, JobChanges):
         sacct still has them."""
         return time.time() - float(self.cfg.scheduler.get("min_job_age_s", 300))
 
-    def _select(self, ids: list[str] | None, all_jobs: bool, purged: bool = False) -> list[Job]:
+    def _select(self, ids: list[str] | None, all_jobs: bool, purged: bool = False,
+                light: bool = False) -> list[Job]:
         """Jobs by Slurm id strings (`123`, `123_4`, `123_[1-3]`), or without ids the active
         jobs plus those that ended within MinJobAge (squeue shows them as CD/F/CA), every
-        job with `all_jobs`. With ids, jobs purged after MinJobAge only when `purged`."""
+        job with `all_jobs`. With ids, jobs purged after MinJobAge only when `purged`.
+        `light` (with ids): without their spec and request (the views' columns only)."""
         if ids:
             since = None if purged else self._in_memory_since()
             plain, tasks, pick = _id_pick(ids)
-            found = self.store.list_jobs(ids=plain, array_job_ids=plain | set(tasks))
+            if light:
+                found = jobviews.list_job_heads(self.store, jobviews.JobQuery(
+                    ids=frozenset(plain), array_job_ids=frozenset(plain | set(tasks))))
+            else:
+                found = self.store.list_jobs(ids=plain, array_job_ids=plain | set(tasks))
             out = [j for j in found if pick(j.id, j.array_job_id, j.array_task_id)]
             return [j for j in out if since is None or j.end_time is None or j.end_time >= since]
         return self.store.list_jobs(since=None if all_jobs else self._in_memory_since())

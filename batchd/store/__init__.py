@@ -328,13 +328,17 @@ class Store:
         with self.read() as s:
             return [from_row(Job, r) for r in s.scalars(q)]
 
-    def snapshot_jobs(self, active: Iterable[str], ended: Iterable[str], since: float) -> list[Job]:
+    def snapshot_jobs(self, active: Iterable[str], ended: Iterable[str], since: float,
+                      ended_if: Callable[[list[Job]], bool] | None = None) -> list[Job]:
         """The jobs a scheduling cycle reads, ordered by id, in one read transaction: those
         in an `active` state and those in an `ended` state, either only if they ended at
         or after `since` or have not ended. Only the columns a cycle uses are read: an
         active job without its stored spec (script and environment) but for the spec's
         `nodelist` and `exclude` (read from the JSON in SQL), an ended one with its
-        identity, state and times only (spec and request {}), enough for dependencies."""
+        identity, state and times only (spec and request {}), enough for dependencies.
+        With `ended_if`, the ended jobs are read (in the same transaction) only when it
+        returns True for the active ones: a day of ended jobs can be 100,000 rows, and
+        only dependencies read them."""
         recent = (JobRow.end_time.is_(None)) | (JobRow.end_time >= since)
         # the JSON columns come as text and are decoded here: most are null or alike for
         # pending jobs (SQLAlchemy's JSON type would decode each of them, row by row)
@@ -382,10 +386,13 @@ class Store:
                 same_text.setdefault(raw, request)
                 fresh[d["id"]] = (raw, request)
                 out.append(Job(**d, request=request))
-            ended_jobs = [Job(**dict(zip(_ENDED_FIELDS, r, strict=True)), spec={}, request={})
-                          for r in conn.execute(q_end)]
-            open_jobs = [Job(**dict(zip(_ENDED_FIELDS, r, strict=True)), spec={}, request={})
-                         for r in conn.execute(q_end_open)]
+            ended_jobs: list[Job] = []
+            open_jobs: list[Job] = []
+            if ended_if is None or ended_if(out):
+                ended_jobs = [Job(**dict(zip(_ENDED_FIELDS, r, strict=True)), spec={}, request={})
+                              for r in conn.execute(q_end)]
+                open_jobs = [Job(**dict(zip(_ENDED_FIELDS, r, strict=True)), spec={}, request={})
+                             for r in conn.execute(q_end_open)]
         self._request_memo = fresh
         return list(heapq.merge(out, ended_jobs, open_jobs, key=lambda j: j.id))
 

@@ -186,6 +186,27 @@ def test_snapshot_jobs_reads_what_a_cycle_needs(store):
     store.update_job(1, None, request={"tasks": 2})
     again = {j.id: j for j in store.snapshot_jobs(("PENDING", "RUNNING"), ("COMPLETED", "FAILED"), since=now - 86400)}
     assert again[1].request == {"tasks": 2} and again[5].request is by[5].request
+    # the tasks of one array with the same stored request share one decoded request
+    store.insert_jobs([_job(10 + i, array_job_id=10, array_task_id=i, request={"tasks": 1, "array_task_count": 3})
+                       for i in range(3)])
+    arr = [j for j in store.snapshot_jobs(("PENDING",), (), since=now) if j.array_job_id == 10]
+    assert len(arr) == 3 and arr[0].request is arr[1].request is arr[2].request
+
+
+def test_snapshot_jobs_reads_ended_jobs_only_when_asked(store):
+    """`ended_if`: the day of ended jobs is read only when the predicate wants it for the
+    active jobs (the controller: a pending job with a dependency)."""
+    now = time.time()
+    store.insert_jobs([_job(1), _job(2, state="COMPLETED", end_time=now - 10)])
+    seen = []
+
+    def never(active):
+        seen.append([j.id for j in active])
+        return False
+    jobs = store.snapshot_jobs(("PENDING",), ("COMPLETED",), since=now - 86400, ended_if=never)
+    assert [j.id for j in jobs] == [1] and seen == [[1]]
+    jobs = store.snapshot_jobs(("PENDING",), ("COMPLETED",), since=now - 86400, ended_if=lambda a: True)
+    assert [j.id for j in jobs] == [1, 2]
 
 
 def test_history_is_read_through_indexes(store):
