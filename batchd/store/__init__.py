@@ -79,6 +79,7 @@ def make_engine(url: str, pool_size: int = 5) -> Engine:
         # loops): SQLAlchemy's default of 5 (+10 overflow, closed after each use) made
         # most requests open a new connection and run the pragmas below under load
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30},
+                               json_serializer=submitpath.json_serializer,
                                pool_size=pool_size, max_overflow=max(10, pool_size))
 
         @event.listens_for(engine, "connect")
@@ -107,7 +108,8 @@ def make_engine(url: str, pool_size: int = 5) -> Engine:
         return engine
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://"):]
-    engine = create_engine(url, pool_size=pool_size, max_overflow=max(10, pool_size))
+    engine = create_engine(url, pool_size=pool_size, max_overflow=max(10, pool_size),
+                           json_serializer=submitpath.json_serializer)
     _ping_when_idle(engine)
     return engine
 
@@ -288,7 +290,8 @@ class Store:
                 if submitpath.token_used(conn, uid, token):
                     return submitpath.token_jobs(conn, uid, token), True
             jobs = build(self._reserve_ids(conn, n))
-            conn.execute(insert(_JOB_TABLE), submitpath.job_rows(jobs))
+            with submitpath.shared_json():  # an array's tasks share spec and request: encoded once
+                conn.execute(insert(_JOB_TABLE), submitpath.job_rows(jobs))
             return jobs, False
 
         if self._group is not None:  # SQLite: concurrent submissions share one commit (fsync)

@@ -9,6 +9,10 @@ straight into the `batchd.model` dataclasses. Same SQL, same results as the ORM 
 
 from __future__ import annotations
 
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import fields
 from typing import Any
 
@@ -82,3 +86,33 @@ def reserve(conn: Connection, n: int) -> int | None:
 def job_rows(jobs: list[Job]) -> list[dict[str, Any]]:
     """The jobs as parameter sets of one multi-row INSERT into the jobs table."""
     return [{k: getattr(j, k) for k in JOB_FIELDS} for j in jobs]
+
+
+_memo = threading.local()
+
+
+def json_serializer(obj: Any) -> str:
+    """The engines' JSON encoder: `json.dumps`, except inside `shared_json`, where each
+    distinct object (by identity) is encoded once."""
+    memo: dict[int, tuple[Any, str]] | None = getattr(_memo, "active", None)
+    if memo is None:
+        return json.dumps(obj)
+    hit = memo.get(id(obj))
+    if hit is None or hit[0] is not obj:
+        text = json.dumps(obj)
+        if isinstance(obj, dict | list):  # worth keeping; the object is held, so its id stays its own
+            memo[id(obj)] = (obj, text)
+        return text
+    return hit[1]
+
+
+@contextmanager
+def shared_json() -> Iterator[None]:
+    """Within: this thread's JSON parameters that are the same object are encoded once
+    (the 10,000 tasks of an array carry one spec and one request object). The objects
+    must not change inside the block."""
+    _memo.active = {}
+    try:
+        yield
+    finally:
+        _memo.active = None
