@@ -114,6 +114,22 @@ def make_engine(url: str, pool_size: int = 5) -> Engine:
     return engine
 
 
+def _reserve_engine(engine: Engine) -> Engine:
+    """The engine of `Store._reserve_apart`: the same database, autocommit, with
+    synchronous_commit off on every connection (see there), a small pool of its own."""
+    res = create_engine(engine.url, pool_size=2, max_overflow=14, isolation_level="AUTOCOMMIT",
+                        json_serializer=submitpath.json_serializer)
+
+    @event.listens_for(res, "connect")
+    def _async_commit(dbapi_conn: Any, _rec: Any) -> None:
+        with dbapi_conn.cursor() as cur:
+            cur.execute("SET synchronous_commit TO OFF")
+        dbapi_conn.commit()
+
+    _ping_when_idle(res)
+    return res
+
+
 #: a pooled PostgreSQL connection idle for longer than this is pinged before use
 PING_IDLE_S = 1.0
 
@@ -162,6 +178,8 @@ class Store:
         self._write_lock: Any = threading.Lock() if sqlite else nullcontext()
         self._read_engine = self.engine.execution_options(**{_READ_ONLY: True}) if sqlite else self.engine
         self._group = GroupCommit(self.core_tx) if sqlite else None
+        # PostgreSQL: submissions reserve their job ids apart (`_reserve_apart`)
+        self._reserve_engine = None if sqlite or engine is not None else _reserve_engine(self.engine)
         # job id -> (stored request text, decoded): snapshot_jobs' memo, replaced whole
         self._request_memo: dict[int, tuple[str, dict[str, Any]]] = {}
 
@@ -193,6 +211,8 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+        if self._reserve_engine is not None:
+            self._reserve_engine.dispose()
 
     # ------------------------------------------------------------------ meta
     def next_job_ids(self, n: int) -> int:
@@ -213,6 +233,19 @@ class Store:
             after = submitpath.reserve(conn, n)
             assert after is not None
         return after - n
+
+    def _reserve_apart(self, n: int) -> int:
+        """PostgreSQL: `_reserve_ids` in a transaction of its own, committed at once
+        without waiting for its WAL flush (synchronous_commit off), on the reservation
+        engine. Inside the submission's transaction the counter's row lock was held until
+        that COMMIT's flush, so concurrent submissions committed one flush after another.
+        Durable all the same: the reservation's WAL precedes the submission's commit
+        record, whose flush (synchronous) writes it too; if the submission never commits,
+        the ids it lost were never acknowledged. A reservation whose submission fails
+        afterwards leaves a gap in the ids, as an interrupted Slurm submission can."""
+        assert self._reserve_engine is not None
+        with self._reserve_engine.connect() as conn:
+            return self._reserve_ids(conn, n)
 
     def _insert_ignore(self, table: Any) -> Any:
         """INSERT .. ON CONFLICT DO NOTHING in this database's dialect."""
@@ -289,7 +322,8 @@ class Store:
                     conn.execute(text("SELECT pg_advisory_xact_lock(:c, :k)"), {"c": SUBMIT_LOCK_CLASS, "k": key})
                 if submitpath.token_used(conn, uid, token):
                     return submitpath.token_jobs(conn, uid, token), True
-            jobs = build(self._reserve_ids(conn, n))
+            first = self._reserve_apart(n) if self._reserve_engine is not None else self._reserve_ids(conn, n)
+            jobs = build(first)
             with submitpath.shared_json():  # an array's tasks share spec and request: encoded once
                 conn.execute(insert(_JOB_TABLE), submitpath.job_rows(jobs))
             return jobs, False
