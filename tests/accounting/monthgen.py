@@ -1,9 +1,10 @@
 """A generated month of usage records for tests and bench/bench_report.py, shaped by a
-real GPU-cluster trace (Alibaba `openb` 2023, see /work/shared/data/traces/README.md):
-each record takes the duration, GPU count, GPU share, CPUs and memory of a trace pod,
-cycling through the pods that started. The trace has no teams: accounts and users are
-assigned by a documented rule (CRC32 of the pod name modulo 10 / 40), not real ones.
-Start times are spread uniformly over the month with a seeded generator; durations are
+real GPU-cluster trace (Alibaba `openb` 2023; every 20th pod of it is kept in tests/data/traces/,
+see tests/data/README.md; `$BATCHD_TRACE` names another file of the same columns, such as the
+whole trace for a benchmark): each record takes the duration, GPU count, GPU share, CPUs and
+memory of a trace pod, cycling through the pods that started. The trace has no teams: accounts
+and users are assigned by a documented rule (CRC32 of the pod name modulo 10 / 40), not real
+ones. Start times are spread uniformly over the month with a seeded generator; durations are
 capped at 3 days; some runs cross the month's end. A pod asking for part of one GPU
 becomes a MIG slice `1g.24gb` (a quarter of a card); the rest use whole cards of type
 `rtxpro6000` (even accounts) or `h200` (odd accounts)."""
@@ -17,20 +18,16 @@ import random
 import zlib
 from typing import Any
 
-TRACE = os.environ.get("BATCHD_TRACE", "/work/shared/data/traces/alibaba_openb_2023_jobs.csv")
+TRACE = os.environ.get("BATCHD_TRACE") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "data", "traces", "alibaba_openb_2023_jobs_every20th.csv")
 
 
 def _pods() -> list[dict[str, Any]]:
-    if os.path.exists(TRACE):
-        with open(TRACE, newline="") as f:
-            rows = [r for r in csv.DictReader(f) if r["duration_s"]]
-        return [{"name": r["job_id"], "dur": int(float(r["duration_s"])), "gpus": int(r["gpus"] or 0),
-                 "milli": int(r["gpu_milli"] or 0), "cpu": max(1, math.ceil(int(r["cpu_milli"] or 0) / 1000)),
-                 "mem": int(r["memory_mib"] or 0)} for r in rows]
-    # no trace on this machine: a fixed small mix of the same shape
-    return [{"name": f"pod{i}", "dur": 60 + (i * 7919) % 20000, "gpus": (0, 1, 1, 2, 8)[i % 5],
-             "milli": 500 if i % 7 == 0 else 1000, "cpu": 1 + i % 16, "mem": 1024 * (1 + i % 64)}
-            for i in range(997)]
+    with open(TRACE, newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["duration_s"]]
+    return [{"name": r["job_id"], "dur": int(float(r["duration_s"])), "gpus": int(r["gpus"] or 0),
+             "milli": int(r["gpu_milli"] or 0), "cpu": max(1, math.ceil(int(r["cpu_milli"] or 0) / 1000)),
+             "mem": int(r["memory_mib"] or 0)} for r in rows]
 
 
 def month_records(n: int, month_start: float, month_s: int, seed: int = 6,

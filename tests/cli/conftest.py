@@ -1,14 +1,32 @@
 """Fixtures for the query commands: a fake daemon (client.request patched) and the busy
 cluster of the Slurm recordings (views/00_scene_setup.txt, 01_busy_cluster.txt) rebuilt
-as JOB_VIEW / NODE_VIEW / PARTITION_VIEW / ACCT_ROW dicts. Times are UTC."""
+as JOB_VIEW / NODE_VIEW / PARTITION_VIEW / ACCT_ROW dicts. Times are UTC.
+
+A fake JOB_VIEW carries only keys the daemon sends (`JOB_VIEW_KEYS`, taken from
+`batchd.views.job_view` itself): a key the daemon never sends would test output no user sees."""
 
 import calendar
 import os
 import time
+from pathlib import Path
 
 import pytest
 
 from batchd.cli import client
+from batchd.config import load_config
+from batchd.model import Job
+from batchd.views import job_view
+
+
+def _job_view_keys() -> frozenset[str]:
+    """The keys of every JOB_VIEW the daemon sends (the view of a bare pending job has them all)."""
+    cfg = load_config(str(Path(__file__).resolve().parents[2] / "examples" / "slurm-reference.toml"))
+    bare = Job(id=1, name="x", user="root", uid=0, gid=0, account="training", partition="gpu", qos="normal",
+               state="PENDING", submit_time=0.0, spec={}, request={})
+    return frozenset(job_view(bare, cfg, now=0.0))
+
+
+JOB_VIEW_KEYS = _job_view_keys()
 
 
 def ts(text):
@@ -50,10 +68,10 @@ def job(id, name, account, prio, state="PENDING", reason="Priority", **kw):
         "stderr": f"{WD}/slurm-{id}.out", "command": None, "dependency": None, "requeue": True,
         "restarts": 0, "exit_code": "0:0", "derived_exit_code": "0:0", "comment": None,
         "batch_host": "vm" if running else None, "start_estimate": None, "tres_per_node": None,
-        "tres_per_job": None, "alloc_sid": 2210,
-        "last_sched_eval": ts("2026-11-30T14:43:42" if running else "2026-11-30T14:43:45"),
+        "tres_per_job": None,
     }
     j.update(kw)
+    assert set(j) <= JOB_VIEW_KEYS, f"the daemon never sends {sorted(set(j) - JOB_VIEW_KEYS)}"
     return j
 
 

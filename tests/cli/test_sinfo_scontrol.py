@@ -84,7 +84,6 @@ def test_show_job_preempted(daemon, capsys):
                        requeue=False, exit_code="0:15", run_time_s=3, node_list="vm", batch_host="vm",
                        submit_time=ts("2026-11-30T14:48:34"), eligible_time=ts("2026-11-30T14:48:34"),
                        start_time=ts("2026-11-30T14:48:34"), end_time=ts("2026-11-30T14:48:37"),
-                       preempt_time=ts("2026-11-30T14:48:37"), last_sched_eval=ts("2026-11-30T14:48:34"),
                        tres_alloc="cpu=1,mem=1G,node=1,billing=9,gres/gpu=4,gres/gpu:h200=4",
                        tres_per_node="gres:gpu:4", workdir="/scratch/golden/extra",
                        stdout="/scratch/golden/extra/victim-noreq.out",
@@ -168,7 +167,7 @@ def test_show_job_requeued_pending(daemon, capsys):
     # views/04_preemption.txt: job 99 after preemption with requeue, held off until its begin time
     daemon.jobs = [job(99, "victim", "training", 5041, reason="BeginTime", qos="low", restarts=1,
                        submit_time=ts("2026-11-30T14:45:04"), eligible_time=ts("2026-11-30T14:47:05"),
-                       begin_time=ts("2026-11-30T14:47:05"), last_sched_eval=ts("2026-11-30T14:45:01"),
+                       begin_time=ts("2026-11-30T14:47:05"),
                        tres_req="cpu=1,mem=1G,node=1,billing=9,gres/gpu=4", tres_per_node="gres:gpu:4")]
     rc, out, _ = show(daemon, ["show", "job", "99"], capsys)
     assert rc == 0 and out == golden("scontrol_job_99_requeued.txt")

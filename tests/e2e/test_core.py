@@ -61,9 +61,11 @@ def test_gang_waits_for_all_gpus_on_both_nodes(cluster):
     blocker = cluster.submit("--gres=gpu:1", "--wrap", "sleep 300")
     cluster.wait(blocker, ("RUNNING",))
     gang = cluster.submit("-N", "2", "--gres=gpu:4", "--wrap", "echo $SLURM_JOB_NODELIST")
-    time.sleep(2.5)  # several scheduling cycles
-    j = cluster.job(gang)
-    assert (j["state"], j["reason"]) == ("PENDING", "Resources")
+    deadline = time.monotonic() + 20
+    while (j := cluster.job(gang))["reason"] != "Resources":  # until the scheduler has looked at it
+        assert j["state"] == "PENDING" and time.monotonic() < deadline, j
+        time.sleep(0.1)
+    assert j["state"] == "PENDING", j
     cluster.run("scancel", str(blocker))
     j = cluster.wait(gang, ("RUNNING", "COMPLETED"), timeout=30)
     assert j["nodes"] == 2

@@ -3,15 +3,16 @@
 import json
 from pathlib import Path
 
-SCENARIOS = Path("/work/shared/scenarios/fairshare")
+DATA = Path(__file__).resolve().parents[1] / "data"
+SCENARIOS = DATA / "scenarios" / "fairshare"
 
 
 def load_case(name):
     return json.loads((SCENARIOS / f"{name}.json").read_text())
 
-VIEWS = Path("/work/shared/slurm-reference/views")
+VIEWS = DATA / "slurm-reference" / "views"
 
-# The recorded Slurm 22.05 cluster of /work/shared/slurm-reference (views/01_busy_cluster.txt,
+# The recorded Slurm 22.05 cluster of tests/data/slurm-reference (views/01_busy_cluster.txt,
 # six seconds after the submissions; Slurm's stored factors were computed at submit, so
 # the pending jobs here are submitted at `now` (age 0)): one node, 16 CPUs, 23081 MiB, 4 h200; accounts
 # serving 50, training 30, notebooks 20; user root in each; only training has usage.

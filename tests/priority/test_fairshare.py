@@ -16,6 +16,10 @@ FIELDS = ["raw_shares", "norm_shares", "raw_usage", "norm_usage", "effectv_usage
 CASES = sorted(p.stem for p in SCENARIOS.glob("*.json"))
 
 
+def test_cases_are_present():
+    assert CASES == ["classic_fairshare_doc_and_test24_1", "fair_tree_slurm_test24_4"], SCENARIOS
+
+
 def _same(want, got, tol):
     if want is None:
         return got is None

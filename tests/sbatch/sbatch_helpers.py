@@ -1,5 +1,5 @@
 """Shared test helpers for tests/sbatch: the reference cluster of
-`../shared/slurm-reference/` as the `cluster` dict of `batchd.jobspec.resolve`, a tiny
+`tests/data/slurm-reference/` as the `cluster` dict of `batchd.jobspec.resolve`, a tiny
 fake daemon on a Unix socket, and THE one place where the differences between the
 recorded Slurm run and these tests are normalised (`recorded_caller_env`,
 `ROOT_LOGIN_ENV`, `SHELL_OR_LAUNCHER_VARS`)."""
@@ -7,7 +7,6 @@ recorded Slurm run and these tests are normalised (`recorded_caller_env`,
 from __future__ import annotations
 
 import json
-import os
 import socketserver
 import threading
 from pathlib import Path
@@ -15,7 +14,8 @@ from pathlib import Path
 from batchd import jobspec
 from batchd.errors import BatchdError
 
-REF = Path(os.environ.get("BATCHD_SLURM_REFERENCE", Path(__file__).resolve().parents[3] / "shared" / "slurm-reference"))
+#: the Slurm 22.05 recordings (tests/data/README.md)
+REF = Path(__file__).resolve().parents[1] / "data" / "slurm-reference"
 
 # The reference cluster (config/slurm.conf, README): node vm, 16 CPUs, 4 h200, DefMemPerCPU=1024,
 # partitions gpu (default, UNLIMITED) and debug (DefaultTime 10 min, MaxTime 1 h).

@@ -17,7 +17,7 @@ from batchd.cli import sbatch
 from batchd.cli.slurmtime import format_duration
 
 BAD = REF / "sbatch_bad" / "bad_inputs.json"
-DATA = json.loads(BAD.read_text()) if BAD.exists() else {"results": [], "files": {}}
+DATA = json.loads(BAD.read_text())
 CASES = DATA["results"]
 
 
@@ -39,7 +39,10 @@ def daemon(tmp_path, monkeypatch):
         yield d
 
 
-@pytest.mark.skipif(not CASES, reason="reference recordings not available")
+def test_every_recorded_bad_input_is_replayed():
+    assert len(CASES) == 17 and len({c["name"] for c in CASES}) == 17
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_bad_input(case, daemon, tmp_path, monkeypatch, capsys):
     work = tmp_path / "bad"

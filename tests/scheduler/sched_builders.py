@@ -1,4 +1,5 @@
-"""Builders for scheduler scenario tables: a case shows only what matters.
+"""Builders for scheduler scenario tables: a case shows only what matters. The tables are lists
+of `scenario.Scenario` (beside this file), which says what each `want_*` compares.
 
 Conventions (those of KAI's test harness, so that cases port 1:1): every job task asks 1 CPU and
 1 MiB besides its GPUs; nodes have plenty of CPU and memory; accounts given without a parent

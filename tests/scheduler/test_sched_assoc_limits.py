@@ -5,12 +5,14 @@ reasons a real Slurm 22.05 gave for them (../shared/slurm-peer, recorded 2026-12
 `AssocMaxJobsLimit`; `... account=training set maxtres=gres/gpu=1` -> `--gres=gpu:2` pends
 `AssocMaxGRESPerJob`).
 
-Fields of a case: `accounts` (with `policy`), `users` (with `policy`), `jobs` in;
-`want_started`; `want_reasons` of jobs left pending.
+Cases are `Scenario`s (tests/scheduler/scenario.py: what each `want_*` compares) on one node of
+8 GPUs: `accounts` (with `policy`), `users` (with `policy`), `jobs` in; `want_started`,
+`want_reasons`.
 """
 
 import pytest
 
+from .scenario import Scenario, ids
 from .sched_builders import account, job, node, run, snapshot
 
 
@@ -27,40 +29,44 @@ def usr(jid, user, acct_="a", **kw):
     return d
 
 
+def case(**kw) -> Scenario:
+    return Scenario(nodes=[node("n0", 8)], **kw)
+
+
 CASES = [
-    dict(id="max-jobs-per-user", accounts=[acct(max_jobs=1)],
+    case(id="max-jobs-per-user", accounts=[acct(max_jobs=1)],
          jobs=[usr("b1", "bob"), usr("b2", "bob"), usr("c1", "carol")],
          want_started={"b1", "c1"}, want_reasons={"b2": "AssocMaxJobsLimit"}),
-    dict(id="max-jobs-counts-running", accounts=[acct(max_jobs=2)],
+    case(id="max-jobs-counts-running", accounts=[acct(max_jobs=2)],
          jobs=[usr("r", "bob", running_on={"n0": [0]}), usr("b1", "bob"), usr("b2", "bob")],
          want_started={"b1"}, want_reasons={"b2": "AssocMaxJobsLimit"}),
-    dict(id="user-policy-overrides-account", accounts=[acct(max_jobs=1)],
+    case(id="user-policy-overrides-account", accounts=[acct(max_jobs=1)],
          users=[{"name": "bob", "account": "a", "policy": {"max_jobs": 3}}],
          jobs=[usr("b1", "bob"), usr("b2", "bob"), usr("c1", "carol"), usr("c2", "carol")],
          want_started={"b1", "b2", "c1"}, want_reasons={"c2": "AssocMaxJobsLimit"}),
-    dict(id="max-tres-per-job", accounts=[acct(max_tres_per_job={"gres/gpu": 1, "cpu": 4})],
+    case(id="max-tres-per-job", accounts=[acct(max_tres_per_job={"gres/gpu": 1, "cpu": 4})],
          jobs=[usr("g2", "bob", gpus=2), usr("g1", "bob", gpus=1),
                usr("c8", "bob", gpus=0, per_task={"cpu": 8, "mem": 1})],
          want_started={"g1"}, want_reasons={"g2": "AssocMaxGRESPerJob", "c8": "AssocMaxCpuPerJobLimit"}),
-    dict(id="inherited-from-parent", accounts=[acct("p", max_tres_per_job={"gres/gpu": 1}),
+    case(id="inherited-from-parent", accounts=[acct("p", max_tres_per_job={"gres/gpu": 1}),
                                                dict(account("a", quota=-1), parent="p")],
          jobs=[usr("g2", "bob", gpus=2)], want_started=set(), want_reasons={"g2": "AssocMaxGRESPerJob"}),
-    dict(id="max-tres-per-user", accounts=[acct(max_tres_per_user={"gres/gpu": 3})],
+    case(id="max-tres-per-user", accounts=[acct(max_tres_per_user={"gres/gpu": 3})],
          jobs=[usr("b1", "bob", gpus=2), usr("b2", "bob", gpus=2), usr("b3", "bob", gpus=1),
                usr("c1", "carol", gpus=2)],
          want_started={"b1", "b3", "c1"}, want_reasons={"b2": "AssocGrpGRES"}),
-    dict(id="budget-used-up", accounts=[dict(acct(grp_tres_mins={"gres/gpu": 600}), budget_used={"gres/gpu": 600})],
+    case(id="budget-used-up", accounts=[dict(acct(grp_tres_mins={"gres/gpu": 600}), budget_used={"gres/gpu": 600})],
          jobs=[usr("b1", "bob"), usr("c", "carol", gpus=0, per_task={"cpu": 1, "mem": 1})],
          want_started=set(), want_reasons={"b1": "AssocGrpGRESMinutes", "c": "AssocGrpGRESMinutes"}),
-    dict(id="budget-left", accounts=[dict(acct(grp_tres_mins={"gres/gpu": 600}), budget_used={"gres/gpu": 599})],
+    case(id="budget-left", accounts=[dict(acct(grp_tres_mins={"gres/gpu": 600}), budget_used={"gres/gpu": 599})],
          jobs=[usr("b1", "bob")], want_started={"b1"}, want_reasons={}),
-    dict(id="parent-budget-holds-children", accounts=[dict(acct("p", grp_tres_mins={"gres/gpu": 60}),
+    case(id="parent-budget-holds-children", accounts=[dict(acct("p", grp_tres_mins={"gres/gpu": 60}),
                                                            budget_used={"gres/gpu": 61}),
                                                       dict(account("a", quota=-1), parent="p")],
          jobs=[usr("b1", "bob")], want_started=set(), want_reasons={"b1": "AssocGrpGRESMinutes"}),
     # GrpTRESRunMins: 2 GPUs x 60 min left = 120 of 200; a 1-GPU 60-min job fits (180), a second
     # does not (240), nor one without a time limit (unbounded)
-    dict(id="run-mins", accounts=[acct(grp_tres_run_mins={"gres/gpu": 200})],
+    case(id="run-mins", accounts=[acct(grp_tres_run_mins={"gres/gpu": 200})],
          jobs=[usr("r", "bob", gpus=2, running_on={"n0": [0, 1]}, time_limit_s=3700, start_time=2_000_000 - 100),
                usr("b1", "bob", time_limit_s=3600), usr("b2", "bob", time_limit_s=3600),
                usr("u", "bob", time_limit_s=None)],
@@ -68,12 +74,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=ids(CASES))
 def test_assoc_limits(case):
-    snap = snapshot([node("n0", 8)], case["accounts"], case["jobs"], users=case.get("users", []))
-    out = run(snap)
-    assert out.started == case["want_started"]
-    assert out.reasons == case["want_reasons"]
+    case.verify()
 
 
 def test_one_users_limit_does_not_hold_another_users_job_of_the_same_shape():

@@ -6,13 +6,14 @@ among those no running job holds, preferring the CPUs local to its GPUs (the inv
 per-GPU `"cpus"`), then the lowest. A running job stored without `cpu_ids` (an allocation
 made before ids existed) holds its CPUs by count only: no particular ids.
 
-Fields of a case: `nodes`, `jobs` in (one account `a`); `passes` (default allocate only);
-`want_cpu_ids` = {job: {node: ids}} of started jobs; `want_reasons` = {job: reason} of the
-jobs left pending (default none); `want_preempted` (default none).
+Cases are `Scenario`s (tests/scheduler/scenario.py: what each `want_*` compares) of one
+account `a`: `nodes`, `jobs` in; `passes` (default allocate only); `want_cpu_ids`;
+`want_reasons` (default: none pending), `want_preempted` (default: none).
 """
 
 import pytest
 
+from .scenario import Scenario, ids
 from .sched_builders import account, job, node, run, snapshot
 
 
@@ -36,62 +37,63 @@ def running(jid: str, cpus: int, ids: list[int] | None, gpus: list[int] | None =
 TWO_SOCKETS = [{"index": 0, "uuid": "GPU-0", "type": "h200", "numa": 0, "cpus": [0, 1, 2, 3]},
                {"index": 1, "uuid": "GPU-1", "type": "h200", "numa": 1, "cpus": [4, 5, 6, 7]}]
 
+def case(**kw) -> Scenario:
+    kw.setdefault("want_reasons", {})
+    kw.setdefault("want_preempted", set())
+    return Scenario(accounts=[account("a", quota=-1)], **kw)
+
+
 CASES = [
-    dict(id="lowest_free_ids",
+    case(id="lowest_free_ids",
          nodes=[node("n0", cpus=8)],
          jobs=[running("r", 2, [0, 1]), cpu_job("j", 3)],
          want_cpu_ids={"j": {"n0": [2, 3, 4]}}),
-    dict(id="ids_skip_holes_left_by_running_jobs",
+    case(id="ids_skip_holes_left_by_running_jobs",
          nodes=[node("n0", cpus=8)],
          jobs=[running("r1", 2, [0, 1]), running("r2", 1, [3]), cpu_job("j", 3)],
          want_cpu_ids={"j": {"n0": [2, 4, 5]}}),
-    dict(id="two_jobs_of_one_cycle_never_share_ids",
+    case(id="two_jobs_of_one_cycle_never_share_ids",
          nodes=[node("n0", cpus=4)],
          jobs=[cpu_job("j1", 2), cpu_job("j2", 2), cpu_job("j3", 1)],
          want_cpu_ids={"j1": {"n0": [0, 1]}, "j2": {"n0": [2, 3]}}, want_reasons={"j3": "Resources"}),
-    dict(id="cpus_local_to_the_gpu_first",
+    case(id="cpus_local_to_the_gpu_first",
          nodes=[node("n0", cpus=8, devices=TWO_SOCKETS)],
          jobs=[running("r", 1, [0], gpus=[0]), cpu_job("j", 2, gpus=1)],
          want_cpu_ids={"j": {"n0": [4, 5]}}),
-    dict(id="local_cpus_then_lowest_when_not_enough",
+    case(id="local_cpus_then_lowest_when_not_enough",
          nodes=[node("n0", cpus=8, devices=TWO_SOCKETS)],
          jobs=[running("r", 2, [4, 5], gpus=[0]), cpu_job("j", 4, gpus=1)],
          want_cpu_ids={"j": {"n0": [0, 1, 6, 7]}}),
-    dict(id="cpu_only_job_takes_lowest_ids",
+    case(id="cpu_only_job_takes_lowest_ids",
          nodes=[node("n0", cpus=8, devices=TWO_SOCKETS)],
          jobs=[cpu_job("j", 2)],
          want_cpu_ids={"j": {"n0": [0, 1]}}),
-    dict(id="shard_job_prefers_its_cards_cpus",
+    case(id="shard_job_prefers_its_cards_cpus",
          nodes=[dict(node("n0", cpus=8, devices=TWO_SOCKETS), shards=4)],
          jobs=[running("r", 1, [0], gpus=[0]), job("s", "a", per_task={"gres/shard": 1, "cpu": 2, "mem": 1})],
          want_cpu_ids={"s": {"n0": [4, 5]}}),
-    dict(id="stored_allocation_without_ids_holds_by_count_only",
+    case(id="stored_allocation_without_ids_holds_by_count_only",
          nodes=[node("n0", cpus=4)],
          jobs=[running("old", 2, None), cpu_job("j", 2), cpu_job("k", 1)],
          want_cpu_ids={"j": {"n0": [0, 1]}}, want_reasons={"k": "Resources"}),
-    dict(id="each_node_of_a_gang_gets_its_ids",
+    case(id="each_node_of_a_gang_gets_its_ids",
          nodes=[node("n0", cpus=2), node("n1", cpus=2)],
          jobs=[running("r", 1, [0], node_name="n1"), cpu_job("g", 1, tasks=2, nodes=2)],
          want_cpu_ids={"g": {"n0": [0], "n1": [1]}}),
-    dict(id="exclusive_job_takes_every_id",
+    case(id="exclusive_job_takes_every_id",
          nodes=[node("n0", cpus=4)],
          jobs=[cpu_job("x", 1, exclusive=True)],
          want_cpu_ids={"x": {"n0": [0, 1, 2, 3]}}),
-    dict(id="preemptor_gets_the_victims_ids",
+    case(id="preemptor_gets_the_victims_ids",
          nodes=[node("n0", cpus=4)], passes=["preempt"],
          jobs=[running("lo", 3, [1, 2, 3], prio=50), running("other", 1, [0], prio=125), cpu_job("hi", 3, prio=125)],
          want_cpu_ids={"hi": {"n0": [1, 2, 3]}}, want_preempted={"lo"}, want_reasons={}),
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=ids(CASES))
 def test_cpu_ids(case):
-    out = run(snapshot(case["nodes"], [account("a", quota=-1)], case["jobs"]), passes=case.get("passes", ["allocate"]))
-    got = {s["job"]: {n: a.get("cpu_ids") for n, a in s["allocation"].items()} for s in out.decisions["start"]}
-    for jid, want in case["want_cpu_ids"].items():
-        assert got[jid] == want
-    assert out.reasons == case.get("want_reasons", {})
-    assert out.preempted == case.get("want_preempted", set())
+    case.verify(passes=["allocate"])
 
 
 def test_stored_ids_that_overlap_or_fall_outside_the_node_are_ignored():

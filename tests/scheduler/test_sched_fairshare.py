@@ -1,10 +1,12 @@
 """Fair-share division (KAI's proportion plugin): phases, buckets, weights, rounding, hierarchy,
-limits, lending limits. `want_fair_share` = {account: gres/gpu fair share}."""
+limits, lending limits. Cases are `Scenario`s (tests/scheduler/scenario.py: what each `want_*`
+compares) decided without passes: `want_fair_share`."""
 
 import pytest
 
 from batchd.scheduler.fairshare import Queue, divide
 
+from .scenario import Scenario, ids
 from .sched_builders import account, job, node, run, snapshot
 
 
@@ -13,53 +15,51 @@ def pend(acct: str, n: int, gpus: int = 1) -> list[dict]:
 
 
 CASES = [
-    dict(id="deserved_capped_by_request",
-         gpus=8, accounts=[account("a", quota=4), account("b", quota=4)], jobs=pend("a", 2) + pend("b", 6),
-         want={"a": 2, "b": 4}),
-    dict(id="phase1_not_capped_by_capacity",
-         gpus=2, accounts=[account("a", quota=4), account("b", quota=4)], jobs=pend("a", 4) + pend("b", 4),
-         want={"a": 4, "b": 4}),
-    dict(id="over_quota_split_by_weight",
-         gpus=10, accounts=[account("a", quota=2, weight=1), account("b", quota=2, weight=2)],
-         jobs=pend("a", 8) + pend("b", 8), want={"a": 4, "b": 6}),
-    dict(id="weight_zero_gets_no_surplus",
-         gpus=10, accounts=[account("a", quota=2, weight=0), account("b", quota=2, weight=1)],
-         jobs=pend("a", 8) + pend("b", 3), want={"a": 2, "b": 3}),
-    dict(id="whole_units_then_leftover_by_largest_remainder",
-         gpus=4, accounts=[account("a", weight=1), account("b", weight=1), account("c", weight=1)],
-         jobs=pend("a", 4) + pend("b", 4) + pend("c", 4), want={"a": 2, "b": 1, "c": 1}),
-    dict(id="leftover_to_older_account_on_equal_remainder",
-         gpus=1, accounts=[account("a", weight=1), account("b", weight=1)],
-         jobs=pend("b", 4) + pend("a", 4), want={"a": 1, "b": 0}),
-    dict(id="higher_priority_bucket_first",
-         gpus=6, accounts=[account("lo", quota=1, weight=1, priority=100), account("hi", quota=1, weight=1, priority=200)],
-         jobs=pend("lo", 6) + pend("hi", 6), want={"lo": 1, "hi": 5}),
-    dict(id="leftovers_only_after_all_buckets",
-         gpus=5, accounts=[account("a", weight=1, priority=200), account("b", weight=1, priority=200),
-                           account("c", weight=1, priority=100)],
-         jobs=pend("a", 5) + pend("b", 5) + pend("c", 5), want={"a": 2, "b": 2, "c": 1}),
-    dict(id="satisfied_account_returns_surplus_next_round",
-         gpus=9, accounts=[account("a", weight=1), account("b", weight=1), account("c", weight=1)],
-         jobs=pend("a", 1) + pend("b", 9) + pend("c", 9), want={"a": 1, "b": 4, "c": 4}),
-    dict(id="limit_clips_requestable",
-         gpus=10, accounts=[account("a", quota=1, limit=3, weight=1), account("b", quota=1, weight=1)],
-         jobs=pend("a", 10) + pend("b", 10), want={"a": 3, "b": 7}),
-    dict(id="unlimited_quota_takes_what_it_requests",
-         gpus=4, accounts=[account("a", quota=-1), account("b", quota=1)], jobs=pend("a", 3) + pend("b", 3),
-         want={"a": 3, "b": 1}),
-    dict(id="hierarchy_children_split_parent_share",
-         gpus=12, accounts=[account("d1", quota=4, weight=1, parent=None), account("d2", quota=4, weight=1, parent=None),
-                            account("d1a", quota=1, weight=1, parent="d1"), account("d1b", quota=1, weight=1, parent="d1"),
-                            account("d2a", quota=4, weight=1, parent="d2")],
-         jobs=pend("d1a", 8) + pend("d1b", 8) + pend("d2a", 2), want={"d1": 10, "d2": 2, "d1a": 5, "d1b": 5, "d2a": 2}),
+    Scenario(id="deserved_capped_by_request",
+             nodes=[node("n0", 8)], accounts=[account("a", quota=4), account("b", quota=4)], jobs=pend("a", 2) + pend("b", 6),
+             want_fair_share={"a": 2, "b": 4}),
+    Scenario(id="phase1_not_capped_by_capacity",
+             nodes=[node("n0", 2)], accounts=[account("a", quota=4), account("b", quota=4)], jobs=pend("a", 4) + pend("b", 4),
+             want_fair_share={"a": 4, "b": 4}),
+    Scenario(id="over_quota_split_by_weight",
+             nodes=[node("n0", 10)], accounts=[account("a", quota=2, weight=1), account("b", quota=2, weight=2)],
+             jobs=pend("a", 8) + pend("b", 8), want_fair_share={"a": 4, "b": 6}),
+    Scenario(id="weight_zero_gets_no_surplus",
+             nodes=[node("n0", 10)], accounts=[account("a", quota=2, weight=0), account("b", quota=2, weight=1)],
+             jobs=pend("a", 8) + pend("b", 3), want_fair_share={"a": 2, "b": 3}),
+    Scenario(id="whole_units_then_leftover_by_largest_remainder",
+             nodes=[node("n0", 4)], accounts=[account("a", weight=1), account("b", weight=1), account("c", weight=1)],
+             jobs=pend("a", 4) + pend("b", 4) + pend("c", 4), want_fair_share={"a": 2, "b": 1, "c": 1}),
+    Scenario(id="leftover_to_older_account_on_equal_remainder",
+             nodes=[node("n0", 1)], accounts=[account("a", weight=1), account("b", weight=1)],
+             jobs=pend("b", 4) + pend("a", 4), want_fair_share={"a": 1, "b": 0}),
+    Scenario(id="higher_priority_bucket_first",
+             nodes=[node("n0", 6)], accounts=[account("lo", quota=1, weight=1, priority=100), account("hi", quota=1, weight=1, priority=200)],
+             jobs=pend("lo", 6) + pend("hi", 6), want_fair_share={"lo": 1, "hi": 5}),
+    Scenario(id="leftovers_only_after_all_buckets",
+             nodes=[node("n0", 5)], accounts=[account("a", weight=1, priority=200), account("b", weight=1, priority=200),
+                               account("c", weight=1, priority=100)],
+             jobs=pend("a", 5) + pend("b", 5) + pend("c", 5), want_fair_share={"a": 2, "b": 2, "c": 1}),
+    Scenario(id="satisfied_account_returns_surplus_next_round",
+             nodes=[node("n0", 9)], accounts=[account("a", weight=1), account("b", weight=1), account("c", weight=1)],
+             jobs=pend("a", 1) + pend("b", 9) + pend("c", 9), want_fair_share={"a": 1, "b": 4, "c": 4}),
+    Scenario(id="limit_clips_requestable",
+             nodes=[node("n0", 10)], accounts=[account("a", quota=1, limit=3, weight=1), account("b", quota=1, weight=1)],
+             jobs=pend("a", 10) + pend("b", 10), want_fair_share={"a": 3, "b": 7}),
+    Scenario(id="unlimited_quota_takes_what_it_requests",
+             nodes=[node("n0", 4)], accounts=[account("a", quota=-1), account("b", quota=1)], jobs=pend("a", 3) + pend("b", 3),
+             want_fair_share={"a": 3, "b": 1}),
+    Scenario(id="hierarchy_children_split_parent_share",
+             nodes=[node("n0", 12)], accounts=[account("d1", quota=4, weight=1, parent=None), account("d2", quota=4, weight=1, parent=None),
+                                account("d1a", quota=1, weight=1, parent="d1"), account("d1b", quota=1, weight=1, parent="d1"),
+                                account("d2a", quota=4, weight=1, parent="d2")],
+             jobs=pend("d1a", 8) + pend("d1b", 8) + pend("d2a", 2), want_fair_share={"d1": 10, "d2": 2, "d1a": 5, "d1b": 5, "d2a": 2}),
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=ids(CASES))
 def test_fair_share(case):
-    out = run(snapshot([node("n0", case["gpus"])], case["accounts"], case["jobs"]), passes=[])
-    for acct, want in case["want"].items():
-        assert out.fair_share[acct] == want, acct
+    case.verify(passes=[])
 
 
 def test_running_jobs_count_in_request():

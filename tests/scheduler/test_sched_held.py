@@ -3,12 +3,14 @@ job X (`preempting_for: X`) and the devices they freed once ended are X's until 
 other job takes them and no second victim is chosen for X. Once X starts, is cancelled or
 can no longer use them, the normal rules apply again.
 
-`want_started` = {job: after}, `want_preempted` = {victim: for}."""
+Cases are `Scenario`s (tests/scheduler/scenario.py: what each `want_*` compares), one whole
+cycle: `want_started`, `want_after` (for every job started), `want_victims_for`."""
 
 import pytest
 
 from batchd.scheduler import load_snapshot
 
+from .scenario import Scenario, ids
 from .sched_builders import NOW, account, job, node, run, snapshot
 
 
@@ -17,68 +19,66 @@ def _later(**kw):
 
 
 CASES = [
-    dict(id="victim_still_ending_no_second_victim",
-         # V is being preempted for X; without the mark R (newer, same priority) is picked too
-         nodes=[node("n0", 2)], accounts=[account("q", quota=10)],
-         jobs=[job("V", "q", prio=50, running_on={"n0": [0]}, preempting_for="X"),
-               job("R", "q", prio=50, running_on={"n0": [1]}, **_later()),
-               job("X", "q", prio=125, preemptor=True)],
-         want_started={"X": ["V"]}, want_preempted={}),
-    dict(id="freed_card_not_taken_by_a_higher_job",
-         # V ended: n0:0 is idle; Y ranks before X but the card is X's
-         nodes=[node("n0", 2)], accounts=[account("q", quota=10)],
-         jobs=[job("R", "q", prio=130, preemptible=False, running_on={"n0": [1]}),
-               job("X", "q", prio=125, preemptor=True), job("Y", "q", prio=150)],
-         want_started={"X": []}, want_preempted={}),
-    dict(id="freed_card_kept_and_no_victim_for_x",
-         # without the reservation Y takes n0:0 and X preempts R: two victims for X
-         nodes=[node("n0", 2)], accounts=[account("q", quota=10)],
-         jobs=[job("R", "q", prio=50, running_on={"n0": [1]}),
-               job("X", "q", prio=125, preemptor=True), job("Y", "q", prio=150)],
-         want_started={"X": [], "Y": ["R"]}, want_preempted={"R": "Y"}),
-    dict(id="one_victim_ended_one_still_ending",
-         # X needs 2: V1 ended (n0:0 idle), V2 still ending on n0:1; Y may not take n0:0
-         nodes=[node("n0", 3)], accounts=[account("q", quota=10)],
-         jobs=[job("V2", "q", prio=50, running_on={"n0": [1]}, preempting_for="X"),
-               job("R", "q", prio=130, preemptible=False, running_on={"n0": [2]}),
-               job("X", "q", prio=125, gpus=2, preemptor=True), job("Y", "q", prio=150)],
-         want_started={"X": ["V2"]}, want_preempted={}),
-    dict(id="victim_card_kept_idle_pair_for_a_bigger_job",
-         # X waits on V's card (placed as on any card: pack) and leaves n1's idle pair to Y
-         nodes=[node("n0", 2), node("n1", 2)], accounts=[account("q", quota=10)],
-         jobs=[job("V", "q", prio=50, running_on={"n0": [0]}, preempting_for="X"),
-               job("R", "q", prio=150, running_on={"n0": [1]}),
-               job("X", "q", prio=125, preemptor=True), job("Y", "q", prio=150, gpus=2)],
-         want_started={"X": ["V"], "Y": []}, want_preempted={}),
-    dict(id="preemptor_started_normal_rules",
-         # X runs: V's mark reserves nothing; Y may choose V as its own victim
-         nodes=[node("n0", 2)], accounts=[account("q", quota=10)],
-         jobs=[job("V", "q", prio=50, running_on={"n0": [0]}, preempting_for="X"),
-               job("X", "q", prio=125, running_on={"n0": [1]}), job("Y", "q", prio=150)],
-         want_started={"Y": ["V"]}, want_preempted={"V": "Y"}),
-    dict(id="preemptor_cancelled_reservation_gone",
-         nodes=[node("n0", 1)], accounts=[account("q", quota=10)],
-         jobs=[job("V", "q", prio=50, running_on={"n0": [0]}, preempting_for="X"), job("Y", "q", prio=150)],
-         want_started={"Y": ["V"]}, want_preempted={"V": "Y"}),
-    dict(id="preemptor_held_reservation_gone",
-         nodes=[node("n0", 2)], accounts=[account("q", quota=10)],
-         jobs=[job("V", "q", prio=50, running_on={"n0": [0]}, preempting_for="X"),
-               job("X", "q", prio=125, preemptor=True, eligible=False, reason="JobHeldUser"),
-               job("Y", "q", prio=150)],
-         want_started={"Y": []}, want_preempted={}),
-    dict(id="need_no_longer_covered_normal_rules",
-         # the freed card's node went down: X gives the reservation up and preempts by the rules
-         nodes=[node("n0", 1, state="DOWN"), node("n1", 1)], accounts=[account("q", quota=10)],
-         jobs=[job("R", "q", prio=50, running_on={"n1": [0]}), job("X", "q", prio=125, preemptor=True)],
-         want_started={"X": ["R"]}, want_preempted={"R": "X"}),
+    Scenario(id="victim_still_ending_no_second_victim",
+             # V is being preempted for X; without the mark R (newer, same priority) is picked too
+             nodes=[node("n0", 2)], accounts=[account("q", quota=10)],
+             jobs=[job("V", "q", prio=50, running_on={"n0": [0]}, preempting_for="X"),
+                   job("R", "q", prio=50, running_on={"n0": [1]}, **_later()),
+                   job("X", "q", prio=125, preemptor=True)],
+             want_started={"X"}, want_after={"X": ["V"]}, want_victims_for={}),
+    Scenario(id="freed_card_not_taken_by_a_higher_job",
+             # V ended: n0:0 is idle; Y ranks before X but the card is X's
+             nodes=[node("n0", 2)], accounts=[account("q", quota=10)],
+             jobs=[job("R", "q", prio=130, preemptible=False, running_on={"n0": [1]}),
+                   job("X", "q", prio=125, preemptor=True), job("Y", "q", prio=150)],
+             want_started={"X"}, want_after={"X": []}, want_victims_for={}),
+    Scenario(id="freed_card_kept_and_no_victim_for_x",
+             # without the reservation Y takes n0:0 and X preempts R: two victims for X
+             nodes=[node("n0", 2)], accounts=[account("q", quota=10)],
+             jobs=[job("R", "q", prio=50, running_on={"n0": [1]}),
+                   job("X", "q", prio=125, preemptor=True), job("Y", "q", prio=150)],
+             want_started={"X", "Y"}, want_after={"X": [], "Y": ["R"]}, want_victims_for={"R": "Y"}),
+    Scenario(id="one_victim_ended_one_still_ending",
+             # X needs 2: V1 ended (n0:0 idle), V2 still ending on n0:1; Y may not take n0:0
+             nodes=[node("n0", 3)], accounts=[account("q", quota=10)],
+             jobs=[job("V2", "q", prio=50, running_on={"n0": [1]}, preempting_for="X"),
+                   job("R", "q", prio=130, preemptible=False, running_on={"n0": [2]}),
+                   job("X", "q", prio=125, gpus=2, preemptor=True), job("Y", "q", prio=150)],
+             want_started={"X"}, want_after={"X": ["V2"]}, want_victims_for={}),
+    Scenario(id="victim_card_kept_idle_pair_for_a_bigger_job",
+             # X waits on V's card (placed as on any card: pack) and leaves n1's idle pair to Y
+             nodes=[node("n0", 2), node("n1", 2)], accounts=[account("q", quota=10)],
+             jobs=[job("V", "q", prio=50, running_on={"n0": [0]}, preempting_for="X"),
+                   job("R", "q", prio=150, running_on={"n0": [1]}),
+                   job("X", "q", prio=125, preemptor=True), job("Y", "q", prio=150, gpus=2)],
+             want_started={"X", "Y"}, want_after={"X": ["V"], "Y": []}, want_victims_for={}),
+    Scenario(id="preemptor_started_normal_rules",
+             # X runs: V's mark reserves nothing; Y may choose V as its own victim
+             nodes=[node("n0", 2)], accounts=[account("q", quota=10)],
+             jobs=[job("V", "q", prio=50, running_on={"n0": [0]}, preempting_for="X"),
+                   job("X", "q", prio=125, running_on={"n0": [1]}), job("Y", "q", prio=150)],
+             want_started={"Y"}, want_after={"Y": ["V"]}, want_victims_for={"V": "Y"}),
+    Scenario(id="preemptor_cancelled_reservation_gone",
+             nodes=[node("n0", 1)], accounts=[account("q", quota=10)],
+             jobs=[job("V", "q", prio=50, running_on={"n0": [0]}, preempting_for="X"), job("Y", "q", prio=150)],
+             want_started={"Y"}, want_after={"Y": ["V"]}, want_victims_for={"V": "Y"}),
+    Scenario(id="preemptor_held_reservation_gone",
+             nodes=[node("n0", 2)], accounts=[account("q", quota=10)],
+             jobs=[job("V", "q", prio=50, running_on={"n0": [0]}, preempting_for="X"),
+                   job("X", "q", prio=125, preemptor=True, eligible=False, reason="JobHeldUser"),
+                   job("Y", "q", prio=150)],
+             want_started={"Y"}, want_after={"Y": []}, want_victims_for={}),
+    Scenario(id="need_no_longer_covered_normal_rules",
+             # the freed card's node went down: X gives the reservation up and preempts by the rules
+             nodes=[node("n0", 1, state="DOWN"), node("n1", 1)], accounts=[account("q", quota=10)],
+             jobs=[job("R", "q", prio=50, running_on={"n1": [0]}), job("X", "q", prio=125, preemptor=True)],
+             want_started={"X"}, want_after={"X": ["R"]}, want_victims_for={"R": "X"}),
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=ids(CASES))
 def test_held(case):
-    out = run(snapshot(case["nodes"], case["accounts"], case["jobs"]))
-    assert {s["job"]: s["after"] for s in out.decisions["start"]} == case["want_started"]
-    assert {p["job"]: p["for"] for p in out.decisions["preempt"]} == case["want_preempted"]
+    case.verify()
 
 
 def test_freed_card_goes_to_the_preemptor():

@@ -4,12 +4,14 @@ such a job pending with reason `PartitionTimeLimit` (recorded in
 tests/compat/test_time_limits.py) until its limit is lowered, or an administrator sets one
 (ADMIN_SET_LIMIT, snapshot `time_limit_admin`) that may exceed MaxTime.
 
-Fields of a case: `parts` (snapshot `partitions`), `jobs` in (each names its `partition`);
-`want_started`; `want_reasons` of the jobs left pending.
+Cases are `Scenario`s (tests/scheduler/scenario.py: what each `want_*` compares) on one node of
+4 GPUs and one account: `partitions`, `jobs` in (each names its `partition`); `want_started`,
+`want_reasons`.
 """
 
 import pytest
 
+from .scenario import Scenario, ids
 from .sched_builders import account, job, node, run, snapshot
 
 DAY = 86400
@@ -21,34 +23,35 @@ def pj(jid, part, tl, **kw):
     return job(jid, "a", partition=part, time_limit_s=tl, **kw)
 
 
+def case(**kw) -> Scenario:
+    return Scenario(nodes=[node("n0", 4)], accounts=[account("a", quota=-1)], **kw)
+
+
 CASES = [
-    dict(id="over-max-pends", parts=PARTS, jobs=[pj("over", "gpu", 8 * DAY), pj("ok", "gpu", 7 * DAY)],
+    case(id="over-max-pends", partitions=PARTS, jobs=[pj("over", "gpu", 8 * DAY), pj("ok", "gpu", 7 * DAY)],
          want_started={"ok"}, want_reasons={"over": "PartitionTimeLimit"}),
-    dict(id="unlimited-job-over-finite-max", parts=PARTS, jobs=[pj("inf", "gpu", None), pj("neg", "gpu", -1)],
+    case(id="unlimited-job-over-finite-max", partitions=PARTS, jobs=[pj("inf", "gpu", None), pj("neg", "gpu", -1)],
          want_started=set(), want_reasons={"inf": "PartitionTimeLimit", "neg": "PartitionTimeLimit"}),
-    dict(id="unlimited-partitions-limit-nothing", parts=PARTS,
+    case(id="unlimited-partitions-limit-nothing", partitions=PARTS,
          jobs=[pj("f", "free", 30 * DAY), pj("n", "nolimit", None), pj("unlisted", "other", 99 * DAY)],
          want_started={"f", "n", "unlisted"}, want_reasons={}),
-    dict(id="admin-set-limit-may-exceed", parts=PARTS, jobs=[pj("adm", "gpu", 8 * DAY, time_limit_admin=True)],
+    case(id="admin-set-limit-may-exceed", partitions=PARTS, jobs=[pj("adm", "gpu", 8 * DAY, time_limit_admin=True)],
          want_started={"adm"}, want_reasons={}),
     # a held job shows its hold, as Slurm's squeue does (the limit shows once released)
-    dict(id="hold-reason-first", parts=PARTS,
+    case(id="hold-reason-first", partitions=PARTS,
          jobs=[pj("held", "gpu", 8 * DAY, eligible=False, reason="JobHeldUser")],
          want_started=set(), want_reasons={"held": "JobHeldUser"}),
-    dict(id="no-partitions-in-snapshot", parts=None, jobs=[pj("x", "gpu", 8 * DAY)],
+    case(id="no-partitions-in-snapshot", partitions=None, jobs=[pj("x", "gpu", 8 * DAY)],
          want_started={"x"}, want_reasons={}),
     # a job over its limit takes nothing: the next one starts on the only GPU
-    dict(id="takes-no-resources", parts=PARTS, jobs=[pj("over", "gpu", 8 * DAY, gpus=4), pj("next", "gpu", 60, gpus=4)],
+    case(id="takes-no-resources", partitions=PARTS, jobs=[pj("over", "gpu", 8 * DAY, gpus=4), pj("next", "gpu", 60, gpus=4)],
          want_started={"next"}, want_reasons={"over": "PartitionTimeLimit"}),
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=ids(CASES))
 def test_partition_time_limit(case):
-    extra = {} if case["parts"] is None else {"partitions": case["parts"]}
-    out = run(snapshot([node("n0", 4)], [account("a", quota=-1)], case["jobs"], **extra))
-    assert out.started == case["want_started"]
-    assert out.reasons == case["want_reasons"]
+    case.verify()
 
 
 def test_over_limit_job_blocks_no_backfill_and_no_preemption():

@@ -1,14 +1,16 @@
 """Reclaim scenarios (one reclaim pass). Several are restated from KAI's reclaim tests.
 
-Each case: `want_started` = jobs started in the cycle, `want_preempted` = jobs evicted.
+Cases are `Scenario`s (tests/scheduler/scenario.py: what each `want_*` compares), one reclaim
+pass: `want_started`, `want_preempted`; every victim is a reclaim.
 """
 
 import pytest
 
+from .scenario import Scenario, ids
 from .sched_builders import account, job, node, run, snapshot
 
 CASES = [
-    dict(
+    Scenario(
         id="victims_lowest_priority_first_across_queues_under_department",
         nodes=[node("node0", 6)],
         accounts=[account("d1", quota=1, weight=1, parent=None),
@@ -23,7 +25,7 @@ CASES = [
               job("q1_running_job2", "queue1", prio=49, running_on={"node0": [5]}),
               job("reclaimer", "reclaimer_queue", tasks=2)],
         want_started={"reclaimer"}, want_preempted={"q0_running_job2", "q1_running_job2"}),
-    dict(
+    Scenario(
         id="victim_account_may_drop_below_quota_by_whole_gang",
         nodes=[node("node0", 16), node("node1", 16)],
         accounts=[account("queue0", quota=10, weight=1), account("queue1", quota=10, weight=1)],
@@ -31,7 +33,7 @@ CASES = [
                   running_on={"node0": list(range(10)), "node1": list(range(10))}),
               job("q1_pending_job", "queue1", gpus=10)],
         want_started={"q1_pending_job"}, want_preempted={"q0_running_job"}),
-    dict(
+    Scenario(
         id="over_quota_under_fair_share_victim_newest_first",
         nodes=[node(f"node{i}", 3) for i in range(6)],
         accounts=[account("queue0", quota=2, weight=1), account("queue1", quota=2, weight=1)],
@@ -39,7 +41,7 @@ CASES = [
         + [job(f"q0_pending_job{i}", "queue0", gpus=2) for i in (6, 7, 8)]
         + [job("q1_pending_job0", "queue1", gpus=2)],
         want_started={"q1_pending_job0"}, want_preempted={"q0_running_job5"}),
-    dict(
+    Scenario(
         id="gang_reclaimer_takes_four_single_gpu_victims",
         nodes=[node(f"node{i}", 1) for i in range(4)],
         accounts=[account("queue0", quota=0, weight=0), account("queue1", quota=2, weight=1)],
@@ -49,7 +51,7 @@ CASES = [
               job("q1_job0", "queue0", running_on={"node3": [0]}),
               job("q1_job1", "queue1", tasks=4)],
         want_started={"q1_job1"}, want_preempted={"q0_job0", "q0_job1", "q0_job2", "q1_job0"}),
-    dict(
+    Scenario(
         id="unneeded_victim_stays",
         nodes=[node(f"node{i}", 1) for i in range(4)],
         accounts=[account("queue0", quota=1, weight=0), account("queue1", quota=2, weight=1)],
@@ -57,7 +59,7 @@ CASES = [
               job("q0_job1", "queue0", running_on={"node3": [0]}),
               job("q1_job1", "queue1", tasks=3)],
         want_started={"q1_job1"}, want_preempted={"q0_job0"}),
-    dict(
+    Scenario(
         id="multi_queue_multi_node_gang_reclaimer_zero_share_queue_first",
         nodes=[node("node0", 2), node("node1", 2)],
         accounts=[account("queue0", quota=0), account("queue1", quota=1), account("queue2", quota=3)],
@@ -65,14 +67,14 @@ CASES = [
               job("job2", "queue0", running_on={"node1": [0]}), job("job3", "queue1", running_on={"node1": [1]}),
               job("pending_job", "queue2", tasks=3)],
         want_started={"pending_job"}, want_preempted={"job0", "job2", "job3"}),
-    dict(
+    Scenario(
         id="one_victim_of_two_gpus_serves_one_reclaimer_only",
         nodes=[node("node0", 2)],
         accounts=[account("queue0", quota=1, weight=1), account("queue1", quota=1, weight=1)],
         jobs=[job("running_job0", "queue0", gpus=2, running_on={"node0": [0, 1]}),
               job("pending_job0", "queue1"), job("pending_job1", "queue1")],
         want_started={"pending_job0"}, want_preempted={"running_job0"}),
-    dict(
+    Scenario(
         id="never_below_quota_when_victim_at_quota",
         nodes=[node("node0", 2)],
         accounts=[account("queue0", quota=1, weight=1), account("queue1", quota=1, weight=1)],
@@ -80,7 +82,7 @@ CASES = [
               job("q1_run", "queue1", running_on={"node0": [1]}),
               job("q1_pend", "queue1")],
         want_started=set(), want_preempted=set()),
-    dict(
+    Scenario(
         id="non_preemptible_victim_never_taken",
         nodes=[node("node0", 2)],
         accounts=[account("queue0", quota=0, weight=1), account("queue1", quota=2, weight=1)],
@@ -88,7 +90,7 @@ CASES = [
               job("q0_run1", "queue0", prio=125, running_on={"node0": [1]}),
               job("q1_pend", "queue1")],
         want_started=set(), want_preempted=set()),
-    dict(
+    Scenario(
         id="reclaimer_above_fair_share_may_not_reclaim",
         nodes=[node("node0", 4)],
         accounts=[account("queue0", quota=2, weight=1), account("queue1", quota=2, weight=1)],
@@ -96,7 +98,7 @@ CASES = [
         + [job(f"q1_run{i}", "queue1", running_on={"node0": [2 + i]}) for i in range(2)]
         + [job("q1_pend", "queue1")],
         want_started=set(), want_preempted=set()),
-    dict(
+    Scenario(
         id="non_preemptible_reclaimer_only_up_to_quota",
         nodes=[node("node0", 4)],
         accounts=[account("queue0", quota=1, weight=1), account("queue1", quota=1, weight=3)],
@@ -104,7 +106,7 @@ CASES = [
         + [job("q1_run", "queue1", prio=125, running_on={"node0": [3]}),
            job("q1_pend", "queue1", prio=125)],
         want_started=set(), want_preempted=set()),
-    dict(
+    Scenario(
         id="preemptible_reclaimer_up_to_fair_share",
         nodes=[node("node0", 4)],
         accounts=[account("queue0", quota=1, weight=1), account("queue1", quota=1, weight=3)],
@@ -114,13 +116,10 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=ids(CASES))
 def test_reclaim(case):
-    out = run(snapshot(case["nodes"], case["accounts"], case["jobs"]), passes=["reclaim"])
-    assert out.started == case["want_started"]
-    assert out.preempted == case["want_preempted"]
-    for p in out.decisions["preempt"]:
-        assert p["reason"] == "reclaim"
+    out = case.verify(passes=["reclaim"])
+    assert {p["reason"] for p in out.decisions["preempt"]} <= {"reclaim"}
 
 
 def test_reclaimer_starts_after_its_victims():

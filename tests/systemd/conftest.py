@@ -11,6 +11,11 @@ offline install). Then two throwaway users and four fake `/dev/nvidiaN` characte
 one it refuses fails EPERM). The box is powered off when that module is done (not at
 the end of a whole-suite run).
 
+The box scripts are a tool, not fixture data: they stay outside the checkout
+(`$BATCHD_SDBOX`, default `../shared/systemd-box` beside it), and that directory alone is
+allowed to the outside-repo guard of tests/conftest.py (`pytest_configure` below). Where
+they are absent the tier skips and says where it looked.
+
 Skipped, with the reason, where not root, where the box scripts or the root
 (`$BATCHD_SDROOT`, default /var/tmp/sdroot, made by `make-root.sh`; `.ci/run` makes it)
 are missing, where the wheels cannot be built, or where the box does not boot.
@@ -34,6 +39,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent.parent
 SDBOX_DIR = Path(os.environ.get("BATCHD_SDBOX", ROOT.parent / "shared" / "systemd-box"))
 SDROOT = Path(os.environ.get("BATCHD_SDROOT", "/var/tmp/sdroot"))
+
+
+@pytest.hookimpl(trylast=True)  # after tests/conftest.py has registered the guard
+def pytest_configure(config: pytest.Config) -> None:
+    guard = config.pluginmanager.get_plugin("outside_repo_guard")
+    if guard is not None:
+        guard.allow(SDBOX_DIR, "the systemd tier's container tooling (scripts, not fixture data)")
+
+
 #: the local version of the "newer" wheel of the upgrade test
 UPGRADE_VERSION = "+sdboxupgrade"
 USERS = ("bdsa", "bdsb")
