@@ -166,9 +166,9 @@ def parse_accounts(doc: dict[str, Any], gpu_types: set[str] | None = None,
         accounts[name] = Account(name=name, parent=a.get("parent", ROOT), priority=int(a.get("priority", 100)),
                                  shares=int(shares), resources=res,
                                  policy=_policy(f"{where}.policy", a.get("policy"), names) or None)
-        defaults = set(a.get("default_for") or [])
-        for u in list(a.get("users") or []) + sorted(defaults - set(a.get("users") or [])):
-            assoc[(u, name)] = {"user": u, "account": name, "shares": 1, "is_default": u in defaults}
+        default_for = set(a.get("default_for") or [])
+        for u in list(a.get("users") or []) + sorted(default_for - set(a.get("users") or [])):
+            assoc[(u, name)] = {"user": u, "account": name, "shares": 1, "is_default": u in default_for}
     for i, u in enumerate(doc.get("user", [])):
         where = f"user[{i}]"
         if not isinstance(u.get("name"), str) or not isinstance(u.get("account"), str):

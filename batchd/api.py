@@ -44,7 +44,7 @@ def _ids(body: Any) -> list[str]:
 
 ROUTES: dict[tuple[str, str], Handler] = {
     ("GET", "/v1/ping"): lambda s, c, q, b: {"cluster": s.cfg.cluster_name, "version": "0.1.0"},
-    ("POST", "/v1/jobs"): lambda s, c, q, b: s.submit(c, (b or {}).get("spec")),
+    ("POST", "/v1/jobs"): lambda s, c, q, b: s.submit(c, (b or {}).get("spec") or {}),
     ("GET", "/v1/jobs"): lambda s, c, q, b: s.list_jobs(q),
     ("POST", "/v1/jobs/signal"): lambda s, c, q, b: s.signal_jobs(c, b or {}),
     ("POST", "/v1/jobs/hold"): lambda s, c, q, b: s.hold(c, _ids(b), user=bool((b or {}).get("user"))),

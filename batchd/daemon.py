@@ -90,7 +90,7 @@ def node_inventory(cfg: Config, name: str) -> list[dict[str, Any]]:
     """The node's GPUs in the snapshot's form: the static list of the config, or what
     NVML finds (zero GPUs, with a log line, where there is no driver)."""
     n = cfg.node(name)
-    if n.gpus == "nvml":
+    if isinstance(n.gpus, str):  # "nvml", the only text the config takes
         from batchd.nvml import discover
 
         return discover(cfg.gpu_aliases).to_snapshot_gpus()

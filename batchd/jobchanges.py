@@ -91,7 +91,7 @@ class JobChanges:
         now = time.time()
         # every change is a compare-and-set, all in one transaction (10,000 array tasks: one
         # write, not 10,000)
-        changes: list[tuple[int, tuple[str, ...], dict[str, Any]]] = []
+        changes: list[tuple[int, tuple[str, ...] | None, dict[str, Any]]] = []
         shown: dict[int, str] = {}
         others: list[int] = []
         for j in jobs:

@@ -216,7 +216,7 @@ JOB_STATES_FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", 
                     "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")
 
 
-def step_output_path(cwd, job_id, step_id, procid):
+def step_output_path(cwd: str, job_id: int, step_id: int, procid: int) -> str:
     """Where task `procid` of step `step_id` of a job writes its output (stdout and
     stderr): a hidden file in the step's working directory, which srun prints and
     removes when the step ends (the job's nodes share that directory)."""
