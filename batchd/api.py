@@ -5,12 +5,10 @@ calls the service, and encodes the reply or the error envelope; nothing else. Th
 transport (the socket, SO_PEERCRED, connection handling) is `batchd/httpserver.py`.
 Routes and message shapes are those of `batchd/protocol.py`.
 
-A database error is answered 503 with its cause named: `DiskFull` (SQLite "database or
-disk is full", PostgreSQL DiskFull / "No space left on device"), `DatabaseBusy` (SQLite
-"database is locked", a PostgreSQL lock or statement timeout, deadlock or serialization
-failure, an exhausted connection pool), `DatabaseConflict` (a unique key taken by a
-concurrent writer), else `DatabaseUnavailable` (the database is unreachable). In each
-case the request's transaction was rolled back: nothing was changed.
+A database error reaches this module as the store's `StoreError` and is answered 503 with
+its cause named (`batchd.store.dberrors`): `DiskFull`, `DatabaseBusy`, `DatabaseConflict`,
+else `DatabaseUnavailable`. In each case the request's transaction was rolled back: nothing
+was changed.
 """
 
 from __future__ import annotations
@@ -21,13 +19,11 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from sqlalchemy.exc import DBAPIError, IntegrityError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
-
 from batchd import accounts, faults, steps
-from batchd.errors import BatchdError, InvalidRequest, NotFound
+from batchd.errors import BatchdError, InvalidRequest, NotFound, StoreError
 from batchd.explain import explain
 from batchd.service import Caller, Service
+from batchd.store.dberrors import DB_ERRORS, DRIVER_ERRORS, store_error
 from batchd.wire import check_request
 from batchd.wire_requests import REQUESTS
 
@@ -96,30 +92,7 @@ def _decode(raw_body: bytes) -> Any:
         raise InvalidRequest("request body is not JSON") from None
 
 
-DB_ERRORS = {
-    "DiskFull": "the batchd database's disk is full (no space left on device); nothing was changed",
-    "DatabaseBusy": "the batchd database is busy (a lock was not granted in time); nothing was changed, try again",
-    "DatabaseConflict": "the batchd database refused a concurrent change (a key already taken); "
-                        "nothing was changed, try again",
-    "DatabaseUnavailable": "the batchd database is unreachable; nothing was changed, try again",
-}
-_PG_BUSY = {"55P03", "57014", "40001", "40P01"}  # lock/statement timeout, serialization, deadlock
-
-
-def db_error_code(e: BaseException) -> str:
-    """The cause of a database error, one of DB_ERRORS' codes (module docstring)."""
-    if isinstance(e, PoolTimeout):
-        return "DatabaseBusy"
-    orig = getattr(e, "orig", None) or e
-    sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None) or ""
-    why = faults.cause(e)  # the drivers' words for a full disk or a lock, as the loops read them
-    if sqlstate == "53100" or why == faults.NO_SPACE:
-        return "DiskFull"
-    if sqlstate in _PG_BUSY or why == faults.LOCK_TIMEOUT:
-        return "DatabaseBusy"
-    if isinstance(e, IntegrityError):
-        return "DatabaseConflict"
-    return "DatabaseUnavailable"
+__all__ = ["DB_ERRORS", "ROUTES", "handle"]
 
 
 def handle(service: Service, caller: Caller, method: str, target: str, raw_body: bytes) -> tuple[int, Any]:
@@ -138,13 +111,14 @@ def handle(service: Service, caller: Caller, method: str, target: str, raw_body:
         check_request(REQUESTS[(method, parts.path)], query, body, method, parts.path,
                       getattr(service.cfg, "limits", None))
         return 200, route(service, caller, query, body)
+    except StoreError as e:
+        return _database(method, parts.path, e)
     except BatchdError as e:
         return e.status, e.envelope()
-    except (DBAPIError, PoolTimeout) as e:
-        code = db_error_code(e)
-        log.error("database error method=%s path=%s cause=%s error=%s", method, parts.path, code,
-                  str(e).splitlines()[0] if str(e) else type(e).__name__)
-        return 503, {"error": {"code": code, "exit": 1, "message": DB_ERRORS[code]}}
+    except DRIVER_ERRORS as e:  # a database error that did not come through a store transaction
+        err = store_error(e)
+        err.__cause__ = e
+        return _database(method, parts.path, err)
     except OSError as e:
         if faults.cause(e) == faults.NO_SPACE:
             log.error("disk full method=%s path=%s error=%s", method, parts.path, e)
@@ -154,6 +128,14 @@ def handle(service: Service, caller: Caller, method: str, target: str, raw_body:
         return _internal(method, parts.path, caller)
     except Exception:  # the top of a request: log it, answer 500, keep serving
         return _internal(method, parts.path, caller)
+
+
+def _database(method: str, path: str, e: StoreError) -> tuple[int, Any]:
+    """A database error (its cause, DB_ERRORS' code): logged with the driver's words, a 503."""
+    why = e.__cause__ if e.__cause__ is not None else e
+    log.error("database error method=%s path=%s cause=%s error=%s", method, path, e.code,
+              str(why).splitlines()[0] if str(why) else type(why).__name__)
+    return e.status, e.envelope()
 
 
 def _internal(method: str, path: str, caller: Caller) -> tuple[int, Any]:

@@ -32,6 +32,7 @@ from batchd.leader import Leadership, Notifier
 from batchd.model import Node
 from batchd.service import Service
 from batchd.store import Store
+from batchd.store.dberrors import DB_ERRORS
 from batchd.store.migrate import check_at_head, upgrade
 
 log = logging.getLogger(__name__)
@@ -235,6 +236,8 @@ class Daemon:
             check_at_head(self.store.engine)
             return True
         except BatchdError as e:
+            if e.code in DB_ERRORS:
+                raise  # the database did not answer: no verdict on its schema (the loop logs it)
             log.error("not scheduling: %s", e.message)
             return False
 
