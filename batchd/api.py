@@ -50,9 +50,9 @@ ROUTES: dict[tuple[str, str], Handler] = {
     ("GET", "/v1/accounting"): lambda s, c, q, b: s.accounting(c, q),
     ("GET", "/v1/nodes"): lambda s, c, q, b: s.nodes(),
     ("GET", "/v1/snapshot"): lambda s, c, q, b: s.snapshot(),
-    ("POST", "/v1/steps"): lambda s, c, q, b: steps.create(s, c, b or {}),
+    ("POST", "/v1/steps"): lambda s, c, q, b: steps.create(s, c, b),
     ("GET", "/v1/steps"): lambda s, c, q, b: steps.status(s, q),
-    ("POST", "/v1/steps/cancel"): lambda s, c, q, b: steps.cancel(s, c, b or {}),
+    ("POST", "/v1/steps/cancel"): lambda s, c, q, b: steps.cancel(s, c, b),
     ("GET", "/v1/why"): lambda s, c, q, b: explain(s, q.get("job", "")),
     ("GET", "/v1/controller"): lambda s, c, q, b: s.controller_status(),
     ("POST", "/v1/nodes/state"): lambda s, c, q, b: s.set_node_state(c, b or {}),
@@ -108,8 +108,10 @@ def handle(service: Service, caller: Caller, method: str, target: str, raw_body:
         if route is None:
             raise NotFound(f"no such endpoint: {method} {parts.path}")
         body = _decode(raw_body) if raw_body else None
-        check_request(REQUESTS[(method, parts.path)], query, body, method, parts.path,
-                      getattr(service.cfg, "limits", None))
+        rule = REQUESTS[(method, parts.path)]
+        check_request(rule, query, body, method, parts.path, getattr(service.cfg, "limits", None))
+        if body is None and rule.body is not None:
+            body = {}  # no body where one is taken: checked as, and handed on as, an empty object
         return 200, route(service, caller, query, body)
     except StoreError as e:
         return _database(method, parts.path, e)

@@ -109,9 +109,8 @@ class Daemon:
         self.leadership = Leadership(cfg.db_url(), self.node_names[0])
         self.notifier = Notifier(cfg.db_url(), lambda _payload: self._hard_wake())
         self.controller = Controller(cfg, self.store)
-        self.service = Service(cfg, self.store, wake=self.wake, snapshot=self.controller.snapshot)
-        self.service.controller_status = self.controller_status  # type: ignore[method-assign]
-        self.service.last_decisions = lambda: self.controller.last_decisions  # type: ignore[attr-defined]
+        self.service = Service(cfg, self.store, wake=self.wake, snapshot=self.controller.snapshot,
+                               controller=self.controller_status, decisions=lambda: self.controller.last_decisions)
         self.agent = Agent(cfg, self.store, self.node_names, on_change=self.wake_event.set)
         # a wake-up from a request (submit, cancel, update) since the last cycle began: only
         # a cycle such wake-ups started makes the next ones wait (`_cycle_gap_left`); one the
