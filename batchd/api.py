@@ -3,7 +3,8 @@ the wire contract (`batchd/wire_requests.py`: every route has its query and body
 a violation is a 400 naming the field and the rule, before the service sees anything),
 calls the service, and encodes the reply or the error envelope; nothing else. The HTTP
 transport (the socket, SO_PEERCRED, connection handling) is `batchd/httpserver.py`.
-Routes and message shapes are those of `batchd/protocol.py`.
+The endpoints are `batchd/protocol.py`'s ENDPOINTS (one named handler each, below and in
+`batchd/accounting/routes.py`); their message shapes are `batchd/messages.py`'s.
 
 A database error reaches this module as the store's `StoreError` and is answered 503 with
 its cause named (`batchd.store.dberrors`): `DiskFull`, `DatabaseBusy`, `DatabaseConflict`,
@@ -20,6 +21,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from batchd import accounts, faults, steps
+from batchd import messages as m
 from batchd.errors import BatchdError, InvalidRequest, NotFound, StoreError
 from batchd.explain import explain
 from batchd.service import Caller, Service
@@ -29,39 +31,125 @@ from batchd.wire_requests import REQUESTS
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Service, Caller, dict[str, str], Any], Any]
+VERSION = "0.1.0"
+
+Handler = Callable[[Service, Caller, Any, Any], object]
+"""A route's handler: (service, caller, query, body) -> the reply. The query is a dict of
+strings, the body the decoded JSON object (None for a route without one; {} when a route
+with one got none), both already checked against the route's rule
+(batchd/wire_requests.py), so a handler reads them as their shapes of batchd/messages.py
+say. Authorization is the service's (require_admin, require_owner)."""
 
 
-def _ids(body: Any) -> list[str]:
-    if not isinstance(body, dict) or not isinstance(body.get("ids"), list):
-        raise InvalidRequest("body needs a list of job ids")
-    return [str(i) for i in body["ids"]]
+def _ids(ids: m.JobIds) -> list[str]:
+    return [str(i) for i in ids]
 
 
+def ping(s: Service, c: Caller, q: m.Query, b: None) -> m.Ping:
+    return {"cluster": s.cfg.cluster_name, "version": VERSION}
+
+
+def submit(s: Service, c: Caller, q: m.Query, b: m.SubmitRequest) -> dict[str, Any]:
+    return s.submit(c, dict(b["spec"]))
+
+
+def list_jobs(s: Service, c: Caller, q: m.Query, b: None) -> dict[str, Any]:
+    return s.list_jobs(q)
+
+
+def signal(s: Service, c: Caller, q: m.Query, b: m.SignalRequest) -> m.DoneReply:
+    return s.signal_jobs(c, dict(b))
+
+
+def hold(s: Service, c: Caller, q: m.Query, b: m.HoldRequest) -> m.DoneReply:
+    return s.hold(c, _ids(b["ids"]), user=bool(b.get("user")))
+
+
+def release(s: Service, c: Caller, q: m.Query, b: m.ReleaseRequest) -> m.DoneReply:
+    return s.hold(c, _ids(b["ids"]), release=True)
+
+
+def requeue(s: Service, c: Caller, q: m.Query, b: m.RequeueRequest) -> m.DoneReply:
+    return s.requeue(c, _ids(b["ids"]), hold=bool(b.get("hold")))
+
+
+def update(s: Service, c: Caller, q: m.Query, b: m.UpdateRequest) -> m.DoneReply:
+    return s.update(c, _ids(b["ids"]), dict(b.get("changes") or {}))
+
+
+def accounting(s: Service, c: Caller, q: m.Query, b: None) -> dict[str, Any]:
+    return s.accounting(c, q)
+
+
+def nodes(s: Service, c: Caller, q: m.Query, b: None) -> dict[str, Any]:
+    return s.nodes()
+
+
+def snapshot(s: Service, c: Caller, q: m.Query, b: None) -> dict[str, Any]:
+    return s.snapshot()
+
+
+def create_step(s: Service, c: Caller, q: m.Query, b: m.StepRequest) -> m.StepReply:
+    return steps.create(s, c, b)
+
+
+def step_status(s: Service, c: Caller, q: m.Query, b: None) -> m.StepTasksReply | m.ActiveStepsReply:
+    return steps.status(s, q)
+
+
+def cancel_step(s: Service, c: Caller, q: m.Query, b: m.StepCancelRequest) -> m.StepCancelReply:
+    return steps.cancel(s, c, b)
+
+
+def why(s: Service, c: Caller, q: m.Query, b: None) -> m.WhyReply:
+    return explain(s, q.get("job", ""))
+
+
+def controller(s: Service, c: Caller, q: m.Query, b: None) -> dict[str, Any]:
+    return s.controller_status()
+
+
+def set_node_state(s: Service, c: Caller, q: m.Query, b: m.NodeStateRequest) -> m.NodeStateReply:
+    return s.set_node_state(c, dict(b))
+
+
+def list_accounts(s: Service, c: Caller, q: m.Query, b: None) -> dict[str, Any]:
+    if q.get("slurm") == "1":
+        return accounts.slurm_view(s)
+    return accounts.to_doc(s.store.list_accounts(), s.store.list_associations())
+
+
+def apply_accounts(s: Service, c: Caller, q: m.Query, b: m.ApplyRequest) -> m.ApplyReply:
+    return accounts.apply_doc(s, c, dict(b["doc"] or {}), bool(b.get("dry_run")))
+
+
+def modify_accounts(s: Service, c: Caller, q: m.Query, b: m.ModifyRequest) -> m.ApplyReply:
+    return accounts.modify(s, c, dict(b))
+
+
+#: every endpoint and its handler; batchd/protocol.py's ENDPOINTS is the table of them
+#: (tests/wire/test_protocol.py holds both to each other)
 ROUTES: dict[tuple[str, str], Handler] = {
-    ("GET", "/v1/ping"): lambda s, c, q, b: {"cluster": s.cfg.cluster_name, "version": "0.1.0"},
-    ("POST", "/v1/jobs"): lambda s, c, q, b: s.submit(c, (b or {}).get("spec") or {}),
-    ("GET", "/v1/jobs"): lambda s, c, q, b: s.list_jobs(q),
-    ("POST", "/v1/jobs/signal"): lambda s, c, q, b: s.signal_jobs(c, b or {}),
-    ("POST", "/v1/jobs/hold"): lambda s, c, q, b: s.hold(c, _ids(b), user=bool((b or {}).get("user"))),
-    ("POST", "/v1/jobs/release"): lambda s, c, q, b: s.hold(c, _ids(b), release=True),
-    ("POST", "/v1/jobs/requeue"): lambda s, c, q, b: s.requeue(c, _ids(b), hold=bool((b or {}).get("hold"))),
-    ("POST", "/v1/jobs/update"): lambda s, c, q, b: s.update(c, _ids(b), (b or {}).get("changes") or {}),
-    ("GET", "/v1/accounting"): lambda s, c, q, b: s.accounting(c, q),
-    ("GET", "/v1/nodes"): lambda s, c, q, b: s.nodes(),
-    ("GET", "/v1/snapshot"): lambda s, c, q, b: s.snapshot(),
-    ("POST", "/v1/steps"): lambda s, c, q, b: steps.create(s, c, b),
-    ("GET", "/v1/steps"): lambda s, c, q, b: steps.status(s, q),
-    ("POST", "/v1/steps/cancel"): lambda s, c, q, b: steps.cancel(s, c, b),
-    ("GET", "/v1/why"): lambda s, c, q, b: explain(s, q.get("job", "")),
-    ("GET", "/v1/controller"): lambda s, c, q, b: s.controller_status(),
-    ("POST", "/v1/nodes/state"): lambda s, c, q, b: s.set_node_state(c, b or {}),
-    ("GET", "/v1/accounts"): lambda s, c, q, b: (accounts.slurm_view(s) if q.get("slurm") == "1" else
-                                                 accounts.to_doc(s.store.list_accounts(),
-                                                                 s.store.list_associations())),
-    ("POST", "/v1/accounts/apply"): lambda s, c, q, b: accounts.apply_doc(s, c, (b or {}).get("doc") or {},
-                                                                          bool((b or {}).get("dry_run"))),
-    ("POST", "/v1/accounts/modify"): lambda s, c, q, b: accounts.modify(s, c, b or {}),
+    ("GET", "/v1/ping"): ping,
+    ("POST", "/v1/jobs"): submit,
+    ("GET", "/v1/jobs"): list_jobs,
+    ("POST", "/v1/jobs/signal"): signal,
+    ("POST", "/v1/jobs/hold"): hold,
+    ("POST", "/v1/jobs/release"): release,
+    ("POST", "/v1/jobs/requeue"): requeue,
+    ("POST", "/v1/jobs/update"): update,
+    ("GET", "/v1/accounting"): accounting,
+    ("GET", "/v1/nodes"): nodes,
+    ("GET", "/v1/snapshot"): snapshot,
+    ("POST", "/v1/steps"): create_step,
+    ("GET", "/v1/steps"): step_status,
+    ("POST", "/v1/steps/cancel"): cancel_step,
+    ("GET", "/v1/why"): why,
+    ("GET", "/v1/controller"): controller,
+    ("POST", "/v1/nodes/state"): set_node_state,
+    ("GET", "/v1/accounts"): list_accounts,
+    ("POST", "/v1/accounts/apply"): apply_accounts,
+    ("POST", "/v1/accounts/modify"): modify_accounts,
 }
 
 
