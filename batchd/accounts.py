@@ -48,12 +48,17 @@ GPU type.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from batchd import messages as m
 from batchd.assocpolicy import check_policy
+from batchd.caller import Caller
 from batchd.errors import InvalidRequest
 from batchd.gres import node_inventories
 from batchd.model import Account
+
+if TYPE_CHECKING:
+    from batchd.service import Service
 
 RESOURCE_FIELDS = ("quota", "limit", "over_quota_weight", "lending_limit")
 ROOT = "root"
@@ -166,9 +171,9 @@ def parse_accounts(doc: dict[str, Any], gpu_types: set[str] | None = None,
         accounts[name] = Account(name=name, parent=a.get("parent", ROOT), priority=int(a.get("priority", 100)),
                                  shares=int(shares), resources=res,
                                  policy=_policy(f"{where}.policy", a.get("policy"), names) or None)
-        defaults = set(a.get("default_for") or [])
-        for u in list(a.get("users") or []) + sorted(defaults - set(a.get("users") or [])):
-            assoc[(u, name)] = {"user": u, "account": name, "shares": 1, "is_default": u in defaults}
+        default_for = set(a.get("default_for") or [])
+        for u in list(a.get("users") or []) + sorted(default_for - set(a.get("users") or [])):
+            assoc[(u, name)] = {"user": u, "account": name, "shares": 1, "is_default": u in default_for}
     for i, u in enumerate(doc.get("user", [])):
         where = f"user[{i}]"
         if not isinstance(u.get("name"), str) or not isinstance(u.get("account"), str):
@@ -287,12 +292,9 @@ def config_names(cfg: Any) -> dict[str, set[str]]:
     return {"qos": {q.name for q in cfg.qos} | {"normal"}, "partitions": {p.name for p in cfg.partitions}}
 
 
-def apply_doc(service: Any, caller: Any, doc: dict[str, Any], dry_run: bool) -> dict[str, Any]:
+def apply_doc(service: Service, caller: Caller, doc: dict[str, Any], dry_run: bool) -> m.ApplyReply:
     """`batchd apply`: validate, diff, and (unless dry_run) replace; admins only."""
-    from batchd.errors import PermissionDenied
-
-    if not service.is_admin(caller):
-        raise PermissionDenied("only an administrator may change accounts")
+    service.require_admin(caller, "change accounts")
     store = service.store
     parsed = parse_accounts(doc, cluster_gpu_types(store.list_nodes()), config_names(service.cfg))
     if doc.get("price") is not None:
@@ -351,7 +353,7 @@ def _merge_policy(item: dict[str, Any], changes: dict[str, Any] | None) -> None:
         item.pop("policy", None)
 
 
-def slurm_view(service: Any) -> dict[str, Any]:
+def slurm_view(service: Service) -> dict[str, Any]:
     """`GET /v1/accounts?slurm=1` (sacctmgr): the doc plus what sacctmgr prints beside it,
     the cluster's name, its QOS names in config order and the administrators' names."""
     import grp
@@ -371,12 +373,13 @@ def slurm_view(service: Any) -> dict[str, Any]:
             "gpu_types": sorted(cluster_gpu_types(service.store.list_nodes()))}
 
 
-def modify(service: Any, caller: Any, body: dict[str, Any]) -> dict[str, Any]:
+def modify(service: Service, caller: Caller, body: dict[str, Any]) -> m.ApplyReply:
     """One change at a time (`batchd account add/modify/remove`, `batchd user add/remove`,
     `sacctmgr`): the change is made on the current tree and the whole tree validated again.
     `policy` (account.add/modify, user.add/modify) sets association policy keys, None or -1
     removes one; `user.modify` changes every association of the user, or the one of
-    `account`."""
+    `account`. Admins only (before anything of the tree is read)."""
+    service.require_admin(caller, "change accounts")
     store = service.store
     doc = to_doc(store.list_accounts(), store.list_associations())
     op, name = body.get("op"), body.get("name")

@@ -22,7 +22,7 @@ from typing import Any
 
 from batchd import faults, isolation, jobexec, launcher
 from batchd.config import Config
-from batchd.errors import ConfigError
+from batchd.errors import ConfigError, StoreError
 from batchd.launchrequest import job_signal, launch_request
 from batchd.model import Job
 from batchd.runs import end_run
@@ -170,8 +170,10 @@ class Agent:
             log.exception(what)
             return
         self._fault_seen = time.time()
+        # the driver's own words: under the store's StoreError, under SQLAlchemy's wrapper
+        inner = exc.__cause__ if isinstance(exc, StoreError) and exc.__cause__ is not None else exc
         self._once(("fault", why), logging.ERROR, "%s: %s (%s); retrying", what, why,
-                   str(getattr(exc, "orig", None) or exc).splitlines()[0][:300])
+                   (str(getattr(inner, "orig", None) or inner).splitlines() or [""])[0][:300])
 
     def _step_job(self, j: Job) -> int:
         """One running job's part of the pass; returns 1 when its run ended."""

@@ -3,14 +3,13 @@ the wire contract (`batchd/wire_requests.py`: every route has its query and body
 a violation is a 400 naming the field and the rule, before the service sees anything),
 calls the service, and encodes the reply or the error envelope; nothing else. The HTTP
 transport (the socket, SO_PEERCRED, connection handling) is `batchd/httpserver.py`.
-Routes and message shapes are those of `batchd/protocol.py`.
+The endpoints are `batchd/protocol.py`'s ENDPOINTS (one named handler each, below and in
+`batchd/accounting/routes.py`); their message shapes are `batchd/messages.py`'s.
 
-A database error is answered 503 with its cause named: `DiskFull` (SQLite "database or
-disk is full", PostgreSQL DiskFull / "No space left on device"), `DatabaseBusy` (SQLite
-"database is locked", a PostgreSQL lock or statement timeout, deadlock or serialization
-failure, an exhausted connection pool), `DatabaseConflict` (a unique key taken by a
-concurrent writer), else `DatabaseUnavailable` (the database is unreachable). In each
-case the request's transaction was rolled back: nothing was changed.
+A database error reaches this module as the store's `StoreError` and is answered 503 with
+its cause named (`batchd.store.dberrors`): `DiskFull`, `DatabaseBusy`, `DatabaseConflict`,
+else `DatabaseUnavailable`. In each case the request's transaction was rolled back: nothing
+was changed.
 """
 
 from __future__ import annotations
@@ -21,51 +20,136 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from sqlalchemy.exc import DBAPIError, IntegrityError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
-
 from batchd import accounts, faults, steps
-from batchd.errors import BatchdError, InvalidRequest, NotFound
+from batchd import messages as m
+from batchd.errors import BatchdError, InvalidRequest, NotFound, StoreError
 from batchd.explain import explain
 from batchd.service import Caller, Service
+from batchd.store.dberrors import DB_ERRORS, DRIVER_ERRORS, store_error
 from batchd.wire import check_request
 from batchd.wire_requests import REQUESTS
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Service, Caller, dict[str, str], Any], Any]
+VERSION = "0.1.0"
+
+Handler = Callable[[Service, Caller, Any, Any], object]
+"""A route's handler: (service, caller, query, body) -> the reply. The query is a dict of
+strings, the body the decoded JSON object (None for a route without one; {} when a route
+with one got none), both already checked against the route's rule
+(batchd/wire_requests.py), so a handler reads them as their shapes of batchd/messages.py
+say. Authorization is the service's (require_admin, require_owner)."""
 
 
-def _ids(body: Any) -> list[str]:
-    if not isinstance(body, dict) or not isinstance(body.get("ids"), list):
-        raise InvalidRequest("body needs a list of job ids")
-    return [str(i) for i in body["ids"]]
+def _ids(ids: m.JobIds) -> list[str]:
+    return [str(i) for i in ids]
 
 
+def ping(s: Service, c: Caller, q: m.Query, b: None) -> m.Ping:
+    return {"cluster": s.cfg.cluster_name, "version": VERSION}
+
+
+def submit(s: Service, c: Caller, q: m.Query, b: m.SubmitRequest) -> dict[str, Any]:
+    return s.submit(c, dict(b["spec"]))
+
+
+def list_jobs(s: Service, c: Caller, q: m.Query, b: None) -> dict[str, Any]:
+    return s.list_jobs(q)
+
+
+def signal(s: Service, c: Caller, q: m.Query, b: m.SignalRequest) -> m.DoneReply:
+    return s.signal_jobs(c, dict(b))
+
+
+def hold(s: Service, c: Caller, q: m.Query, b: m.HoldRequest) -> m.DoneReply:
+    return s.hold(c, _ids(b["ids"]), user=bool(b.get("user")))
+
+
+def release(s: Service, c: Caller, q: m.Query, b: m.ReleaseRequest) -> m.DoneReply:
+    return s.hold(c, _ids(b["ids"]), release=True)
+
+
+def requeue(s: Service, c: Caller, q: m.Query, b: m.RequeueRequest) -> m.DoneReply:
+    return s.requeue(c, _ids(b["ids"]), hold=bool(b.get("hold")))
+
+
+def update(s: Service, c: Caller, q: m.Query, b: m.UpdateRequest) -> m.DoneReply:
+    return s.update(c, _ids(b["ids"]), dict(b.get("changes") or {}))
+
+
+def accounting(s: Service, c: Caller, q: m.Query, b: None) -> dict[str, Any]:
+    return s.accounting(c, q)
+
+
+def nodes(s: Service, c: Caller, q: m.Query, b: None) -> dict[str, Any]:
+    return s.nodes()
+
+
+def snapshot(s: Service, c: Caller, q: m.Query, b: None) -> dict[str, Any]:
+    return s.snapshot()
+
+
+def create_step(s: Service, c: Caller, q: m.Query, b: m.StepRequest) -> m.StepReply:
+    return steps.create(s, c, b)
+
+
+def step_status(s: Service, c: Caller, q: m.Query, b: None) -> m.StepTasksReply | m.ActiveStepsReply:
+    return steps.status(s, q)
+
+
+def cancel_step(s: Service, c: Caller, q: m.Query, b: m.StepCancelRequest) -> m.StepCancelReply:
+    return steps.cancel(s, c, b)
+
+
+def why(s: Service, c: Caller, q: m.Query, b: None) -> m.WhyReply:
+    return explain(s, q.get("job", ""))
+
+
+def controller(s: Service, c: Caller, q: m.Query, b: None) -> dict[str, Any]:
+    return s.controller_status()
+
+
+def set_node_state(s: Service, c: Caller, q: m.Query, b: m.NodeStateRequest) -> m.NodeStateReply:
+    return s.set_node_state(c, dict(b))
+
+
+def list_accounts(s: Service, c: Caller, q: m.Query, b: None) -> dict[str, Any]:
+    if q.get("slurm") == "1":
+        return accounts.slurm_view(s)
+    return accounts.to_doc(s.store.list_accounts(), s.store.list_associations())
+
+
+def apply_accounts(s: Service, c: Caller, q: m.Query, b: m.ApplyRequest) -> m.ApplyReply:
+    return accounts.apply_doc(s, c, dict(b["doc"] or {}), bool(b.get("dry_run")))
+
+
+def modify_accounts(s: Service, c: Caller, q: m.Query, b: m.ModifyRequest) -> m.ApplyReply:
+    return accounts.modify(s, c, dict(b))
+
+
+#: every endpoint and its handler; batchd/protocol.py's ENDPOINTS is the table of them
+#: (tests/wire/test_protocol.py holds both to each other)
 ROUTES: dict[tuple[str, str], Handler] = {
-    ("GET", "/v1/ping"): lambda s, c, q, b: {"cluster": s.cfg.cluster_name, "version": "0.1.0"},
-    ("POST", "/v1/jobs"): lambda s, c, q, b: s.submit(c, (b or {}).get("spec")),
-    ("GET", "/v1/jobs"): lambda s, c, q, b: s.list_jobs(q),
-    ("POST", "/v1/jobs/signal"): lambda s, c, q, b: s.signal_jobs(c, b or {}),
-    ("POST", "/v1/jobs/hold"): lambda s, c, q, b: s.hold(c, _ids(b), user=bool((b or {}).get("user"))),
-    ("POST", "/v1/jobs/release"): lambda s, c, q, b: s.hold(c, _ids(b), release=True),
-    ("POST", "/v1/jobs/requeue"): lambda s, c, q, b: s.requeue(c, _ids(b), hold=bool((b or {}).get("hold"))),
-    ("POST", "/v1/jobs/update"): lambda s, c, q, b: s.update(c, _ids(b), (b or {}).get("changes") or {}),
-    ("GET", "/v1/accounting"): lambda s, c, q, b: s.accounting(c, q),
-    ("GET", "/v1/nodes"): lambda s, c, q, b: s.nodes(),
-    ("GET", "/v1/snapshot"): lambda s, c, q, b: s.snapshot(),
-    ("POST", "/v1/steps"): lambda s, c, q, b: steps.create(s, c, b or {}),
-    ("GET", "/v1/steps"): lambda s, c, q, b: steps.status(s, q),
-    ("POST", "/v1/steps/cancel"): lambda s, c, q, b: steps.cancel(s, c, b or {}),
-    ("GET", "/v1/why"): lambda s, c, q, b: explain(s, q.get("job", "")),
-    ("GET", "/v1/controller"): lambda s, c, q, b: s.controller_status(),
-    ("POST", "/v1/nodes/state"): lambda s, c, q, b: s.set_node_state(c, b or {}),
-    ("GET", "/v1/accounts"): lambda s, c, q, b: (accounts.slurm_view(s) if q.get("slurm") == "1" else
-                                                 accounts.to_doc(s.store.list_accounts(),
-                                                                 s.store.list_associations())),
-    ("POST", "/v1/accounts/apply"): lambda s, c, q, b: accounts.apply_doc(s, c, (b or {}).get("doc") or {},
-                                                                          bool((b or {}).get("dry_run"))),
-    ("POST", "/v1/accounts/modify"): lambda s, c, q, b: accounts.modify(s, c, b or {}),
+    ("GET", "/v1/ping"): ping,
+    ("POST", "/v1/jobs"): submit,
+    ("GET", "/v1/jobs"): list_jobs,
+    ("POST", "/v1/jobs/signal"): signal,
+    ("POST", "/v1/jobs/hold"): hold,
+    ("POST", "/v1/jobs/release"): release,
+    ("POST", "/v1/jobs/requeue"): requeue,
+    ("POST", "/v1/jobs/update"): update,
+    ("GET", "/v1/accounting"): accounting,
+    ("GET", "/v1/nodes"): nodes,
+    ("GET", "/v1/snapshot"): snapshot,
+    ("POST", "/v1/steps"): create_step,
+    ("GET", "/v1/steps"): step_status,
+    ("POST", "/v1/steps/cancel"): cancel_step,
+    ("GET", "/v1/why"): why,
+    ("GET", "/v1/controller"): controller,
+    ("POST", "/v1/nodes/state"): set_node_state,
+    ("GET", "/v1/accounts"): list_accounts,
+    ("POST", "/v1/accounts/apply"): apply_accounts,
+    ("POST", "/v1/accounts/modify"): modify_accounts,
 }
 
 
@@ -96,30 +180,7 @@ def _decode(raw_body: bytes) -> Any:
         raise InvalidRequest("request body is not JSON") from None
 
 
-DB_ERRORS = {
-    "DiskFull": "the batchd database's disk is full (no space left on device); nothing was changed",
-    "DatabaseBusy": "the batchd database is busy (a lock was not granted in time); nothing was changed, try again",
-    "DatabaseConflict": "the batchd database refused a concurrent change (a key already taken); "
-                        "nothing was changed, try again",
-    "DatabaseUnavailable": "the batchd database is unreachable; nothing was changed, try again",
-}
-_PG_BUSY = {"55P03", "57014", "40001", "40P01"}  # lock/statement timeout, serialization, deadlock
-
-
-def db_error_code(e: BaseException) -> str:
-    """The cause of a database error, one of DB_ERRORS' codes (module docstring)."""
-    if isinstance(e, PoolTimeout):
-        return "DatabaseBusy"
-    orig = getattr(e, "orig", None) or e
-    sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None) or ""
-    why = faults.cause(e)  # the drivers' words for a full disk or a lock, as the loops read them
-    if sqlstate == "53100" or why == faults.NO_SPACE:
-        return "DiskFull"
-    if sqlstate in _PG_BUSY or why == faults.LOCK_TIMEOUT:
-        return "DatabaseBusy"
-    if isinstance(e, IntegrityError):
-        return "DatabaseConflict"
-    return "DatabaseUnavailable"
+__all__ = ["DB_ERRORS", "ROUTES", "handle"]
 
 
 def handle(service: Service, caller: Caller, method: str, target: str, raw_body: bytes) -> tuple[int, Any]:
@@ -135,16 +196,19 @@ def handle(service: Service, caller: Caller, method: str, target: str, raw_body:
         if route is None:
             raise NotFound(f"no such endpoint: {method} {parts.path}")
         body = _decode(raw_body) if raw_body else None
-        check_request(REQUESTS[(method, parts.path)], query, body, method, parts.path,
-                      getattr(service.cfg, "limits", None))
+        rule = REQUESTS[(method, parts.path)]
+        check_request(rule, query, body, method, parts.path, getattr(service.cfg, "limits", None))
+        if body is None and rule.body is not None:
+            body = {}  # no body where one is taken: checked as, and handed on as, an empty object
         return 200, route(service, caller, query, body)
+    except StoreError as e:
+        return _database(method, parts.path, e)
     except BatchdError as e:
         return e.status, e.envelope()
-    except (DBAPIError, PoolTimeout) as e:
-        code = db_error_code(e)
-        log.error("database error method=%s path=%s cause=%s error=%s", method, parts.path, code,
-                  str(e).splitlines()[0] if str(e) else type(e).__name__)
-        return 503, {"error": {"code": code, "exit": 1, "message": DB_ERRORS[code]}}
+    except DRIVER_ERRORS as e:  # a database error that did not come through a store transaction
+        err = store_error(e)
+        err.__cause__ = e
+        return _database(method, parts.path, err)
     except OSError as e:
         if faults.cause(e) == faults.NO_SPACE:
             log.error("disk full method=%s path=%s error=%s", method, parts.path, e)
@@ -154,6 +218,14 @@ def handle(service: Service, caller: Caller, method: str, target: str, raw_body:
         return _internal(method, parts.path, caller)
     except Exception:  # the top of a request: log it, answer 500, keep serving
         return _internal(method, parts.path, caller)
+
+
+def _database(method: str, path: str, e: StoreError) -> tuple[int, Any]:
+    """A database error (its cause, DB_ERRORS' code): logged with the driver's words, a 503."""
+    why = e.__cause__ if e.__cause__ is not None else e
+    log.error("database error method=%s path=%s cause=%s error=%s", method, path, e.code,
+              str(why).splitlines()[0] if str(why) else type(why).__name__)
+    return e.status, e.envelope()
 
 
 def _internal(method: str, path: str, caller: Caller) -> tuple[int, Any]:

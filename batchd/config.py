@@ -1,7 +1,10 @@
 """The daemon's configuration: `/etc/batchd/batchd.toml` (or `--config`, `BATCHD_CONFIG`).
 
 A wrong file is refused with one `ConfigError` whose message names the key and the
-problem (`batchd.toml: node[2].cpus: must be a positive integer, got "x"`).
+problem (`batchd.toml: node[2].cpus: must be a positive integer, got "x"`). A key a table
+does not know is refused in every table (`batchd.configkeys`: the keys of each), with the
+closest known key suggested: `batchd.toml: scheduler.intervl_s: unknown key in [scheduler]
+(did you mean "interval_s"?)`; only `[gpu_aliases]` takes any key (GPU product names).
 
 Layout (every key optional unless marked):
 
@@ -33,7 +36,9 @@ Layout (every key optional unless marked):
                   cycle_min_gap_ms = 50 (while wake-ups keep coming, a scheduling cycle starts
                   at most this long, or the last cycle's own duration if longer, after the
                   previous one ended: a burst of submissions shares one cycle; a wake-up
-                  after a quiet spell starts one at once)
+                  after a quiet spell starts one at once); the scheduler's policy keys
+                  backfill_max_reservations = 20, reclaimer_saturation_multiplier = 1.0,
+                  fairshare_k_value = 1.0 (batchd.scheduler.cycle)
     [priority]    the policy keys of batchd.priority (weight_age, decay_half_life_s, ...)
     [accounting]  tres_billing_weights = "CPU=1.0,Mem=0.25G,GRES/gpu=2.0", sample_interval_s = 30,
                   rollup_interval_s = 300, zero_gpu_flag_s = 3600
@@ -72,6 +77,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from batchd import configkeys as keys
 from batchd.errors import ConfigError
 
 SYSTEM_CONFIG = "/etc/batchd/batchd.toml"
@@ -222,6 +228,24 @@ def _fail(path: str, key: str, problem: str) -> ConfigError:
     return ConfigError(f"{os.path.basename(path)}: {key}: {problem}")
 
 
+def _table(path: str, where: str, v: Any, known: tuple[str, ...], label: str) -> dict[str, Any]:
+    """`v`, the table at `where` ("" the file itself), when it is a table of `known` keys
+    only; else the ConfigError naming the first unknown key (`batchd.configkeys`)."""
+    if not isinstance(v, dict):
+        raise _fail(path, where, "must be a table")
+    k = keys.first_unknown(v, known)
+    if k is not None:
+        raise _fail(path, f"{where}.{k}" if where else k, keys.unknown_key(k, label, known, LIMITS))
+    return v
+
+
+def _tables(path: str, where: str, v: Any) -> list[Any]:
+    """An array of tables (`[[node]]`, `[[partition]]`, `[[qos]]`)."""
+    if not isinstance(v, list):
+        raise _fail(path, where, "must be an array of tables")
+    return v
+
+
 def _int(path: str, key: str, v: Any, minimum: int = 0) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
         raise _fail(path, key, f"must be an integer >= {minimum}, got {v!r}")
@@ -255,8 +279,11 @@ def _gpus(path: str, key: str, v: Any) -> list[dict[str, Any]] | str:
     out: list[dict[str, Any]] = []
     for i, g in enumerate(v):
         k = f"{key}[{i}]"
-        if not isinstance(g, dict):
-            raise _fail(path, k, "must be a table")
+        _table(path, k, g, keys.GPU, "a node's gpus entry")
+        for j, m in enumerate(g["mig"] if isinstance(g.get("mig"), list) else []):
+            _table(path, f"{k}.mig[{j}]", m, keys.MIG, "a GPU's mig entry")
+        if "links" in g:
+            _table(path, f"{k}.links", g["links"], keys.LINKS, "a GPU's links")
         _str(path, f"{k}.type", g.get("type"))
         if "count" in g:
             _int(path, f"{k}.count", g["count"], 1)
@@ -267,13 +294,7 @@ def _gpus(path: str, key: str, v: Any) -> list[dict[str, Any]] | str:
 
 
 def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
-    known = {"cluster_name", "state_dir", "database_url", "socket", "admin_group", "gpu_env",
-             "shard_per_gpu", "accounts", "database_password_file", "isolation", "mps",
-             "scheduler", "priority", "accounting", "gpu_aliases", "limits", "partition",
-             "node", "qos", "report"}
-    for k in data:
-        if k not in known:
-            raise _fail(path, k, "unknown key")
+    _table(path, "", data, keys.TOP, keys.TOP_LEVEL)
     cfg = Config(path=path)
     for k in ("cluster_name", "state_dir", "socket", "admin_group"):
         if k in data:
@@ -306,12 +327,13 @@ def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
         cfg.mps = data["mps"]
     if "shard_per_gpu" in data:
         cfg.shard_per_gpu = _int(path, "shard_per_gpu", data["shard_per_gpu"])
-    for sect in ("scheduler", "priority", "gpu_aliases", "accounting", "limits"):
-        if sect in data and not isinstance(data[sect], dict):
-            raise _fail(path, sect, "must be a table")
+    for sect, known in (("scheduler", keys.SCHEDULER), ("priority", keys.PRIORITY),
+                        ("accounting", keys.ACCOUNTING), ("report", keys.REPORT), ("limits", tuple(LIMITS))):
+        if sect in data:
+            _table(path, sect, data[sect], known, f"[{sect}]")
+    if not isinstance(data.get("gpu_aliases", {}), dict):
+        raise _fail(path, "gpu_aliases", "must be a table")
     for k, v in data.get("limits", {}).items():
-        if k not in LIMITS:
-            raise _fail(path, f"limits.{k}", "unknown key")
         default, minimum = LIMITS[k]
         kind = "a number" if isinstance(default, float) else "an integer"
         if (isinstance(v, bool) or not isinstance(v, int | float) or v < minimum
@@ -332,8 +354,6 @@ def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
                        for k, v in data.get("gpu_aliases", {}).items()}
     acct = data.get("accounting", {})
     for k, v in acct.items():
-        if k not in ("tres_billing_weights", "sample_interval_s", "rollup_interval_s", "zero_gpu_flag_s"):
-            raise _fail(path, f"accounting.{k}", "unknown key")
         if k != "tres_billing_weights" and (isinstance(v, bool) or not isinstance(v, int | float) or v < 0):
             raise _fail(path, f"accounting.{k}", f"must be a number >= 0, got {v!r}")
     cfg.accounting = dict(acct)
@@ -348,19 +368,15 @@ def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
         except ValueError as e:
             raise _fail(path, "accounting.tres_billing_weights", str(e)) from None
         cfg.tres_billing_weights = w
-    rep = data.get("report", {})
-    if not isinstance(rep, dict):
-        raise _fail(path, "report", "must be a table")
-    for k, v in rep.items():
-        if k != "timezone":
-            raise _fail(path, f"report.{k}", "unknown key")
+    if "timezone" in data.get("report", {}):
         from batchd.accounting.zones import UnknownZone, zone_of
 
+        tz = _str(path, "report.timezone", data["report"]["timezone"])
         try:
-            zone_of(_str(path, "report.timezone", v))
+            zone_of(tz)
         except UnknownZone as e:
             raise _fail(path, "report.timezone", str(e)) from None
-        cfg.report_timezone = v
+        cfg.report_timezone = tz
 
     nodes = data.get("node", [])
     if not isinstance(nodes, list) or not nodes:
@@ -368,13 +384,11 @@ def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
     seen: set[str] = set()
     for i, n in enumerate(nodes):
         k = f"node[{i}]"
+        _table(path, k, n, keys.NODE, "[[node]]")
         name = _str(path, f"{k}.name", n.get("name"))
         if name in seen:
             raise _fail(path, f"{k}.name", f"duplicate node name {name!r}")
         seen.add(name)
-        for key in n:
-            if key not in ("name", "cpus", "memory_mb", "gpus", "features"):
-                raise _fail(path, f"{k}.{key}", "unknown key")
         cfg.nodes.append(NodeConfig(
             name=name,
             cpus=_int(path, f"{k}.cpus", n.get("cpus"), 1),
@@ -383,13 +397,12 @@ def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
             features=list(n.get("features", [])),
         ))
 
-    parts = data.get("partition", [])
-    if not isinstance(parts, list):
-        raise _fail(path, "partition", "must be an array of tables")
+    parts = _tables(path, "partition", data.get("partition", []))
     if not parts:
         parts = [{"name": "batch", "nodes": "ALL", "default": True}]
     for i, p in enumerate(parts):
         k = f"partition[{i}]"
+        _table(path, k, p, keys.PARTITION, "[[partition]]")
         pnodes = p.get("nodes", "ALL")
         if pnodes == "ALL":
             pnodes = [n.name for n in cfg.nodes]
@@ -410,8 +423,9 @@ def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
     if sum(p.default for p in cfg.partitions) > 1:
         raise _fail(path, "partition", "more than one partition has default = true")
 
-    for i, q in enumerate(data.get("qos", [])):
+    for i, q in enumerate(_tables(path, "qos", data.get("qos", []))):
         k = f"qos[{i}]"
+        _table(path, k, q, keys.QOS, "[[qos]]")
         cfg.qos.append(QosConfig(
             name=_str(path, f"{k}.name", q.get("name")),
             priority=int(q.get("priority", 0)),

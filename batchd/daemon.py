@@ -32,6 +32,7 @@ from batchd.leader import Leadership, Notifier
 from batchd.model import Node
 from batchd.service import Service
 from batchd.store import Store
+from batchd.store.dberrors import DB_ERRORS
 from batchd.store.migrate import check_at_head, upgrade
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ def node_inventory(cfg: Config, name: str) -> list[dict[str, Any]]:
     """The node's GPUs in the snapshot's form: the static list of the config, or what
     NVML finds (zero GPUs, with a log line, where there is no driver)."""
     n = cfg.node(name)
-    if n.gpus == "nvml":
+    if isinstance(n.gpus, str):  # "nvml", the only text the config takes
         from batchd.nvml import discover
 
         return discover(cfg.gpu_aliases).to_snapshot_gpus()
@@ -108,9 +109,8 @@ class Daemon:
         self.leadership = Leadership(cfg.db_url(), self.node_names[0])
         self.notifier = Notifier(cfg.db_url(), lambda _payload: self._hard_wake())
         self.controller = Controller(cfg, self.store)
-        self.service = Service(cfg, self.store, wake=self.wake, snapshot=self.controller.snapshot)
-        self.service.controller_status = self.controller_status  # type: ignore[method-assign]
-        self.service.last_decisions = lambda: self.controller.last_decisions  # type: ignore[attr-defined]
+        self.service = Service(cfg, self.store, wake=self.wake, snapshot=self.controller.snapshot,
+                               controller=self.controller_status, decisions=lambda: self.controller.last_decisions)
         self.agent = Agent(cfg, self.store, self.node_names, on_change=self.wake_event.set)
         # a wake-up from a request (submit, cancel, update) since the last cycle began: only
         # a cycle such wake-ups started makes the next ones wait (`_cycle_gap_left`); one the
@@ -235,6 +235,8 @@ class Daemon:
             check_at_head(self.store.engine)
             return True
         except BatchdError as e:
+            if e.code in DB_ERRORS:
+                raise  # the database did not answer: no verdict on its schema (the loop logs it)
             log.error("not scheduling: %s", e.message)
             return False
 

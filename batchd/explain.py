@@ -4,9 +4,13 @@ in a few plain lines, from the live snapshot and the controller's last decisions
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from batchd import messages as m
 from batchd.errors import NotFound
+
+if TYPE_CHECKING:
+    from batchd.service import Service
 
 REASONS = {
     "Priority": "higher-priority jobs are waiting for the same resources and go first",
@@ -52,7 +56,7 @@ def reason_text(reason: str) -> str:
     return REASONS.get(reason, reason)
 
 
-def explain(service: Any, job_ref: str) -> dict[str, Any]:
+def explain(service: Service, job_ref: str) -> m.WhyReply:
     from batchd.priority import dominant_factor, priority_rows
 
     jobs = service.list_jobs({"ids": job_ref, "all": "1"})["jobs"]
@@ -64,7 +68,7 @@ def explain(service: Any, job_ref: str) -> dict[str, Any]:
     if j["state"] == "PENDING":
         lines.append(f"  why: {reason_text(j['reason'])}")
     snap = service.snapshot()
-    dec = service.last_decisions() if hasattr(service, "last_decisions") else {}
+    dec = service.last_decisions()
     lines += _preempt_lines(snap, dec, j["id"])
     rows = {r.job_id: r for r in priority_rows(snap, include_running=True)}
     f = rows.get(str(j["id"]))

@@ -52,13 +52,13 @@ def compress(names: Iterable[str]) -> str:
             groups[key] = []
             order.append(key)
         groups[key].append(int(digits))
-    out = []
-    for key in order:
-        if isinstance(key, str):
-            out.append(key)
+    out: list[str] = []
+    for item in order:
+        if isinstance(item, str):
+            out.append(item)
             continue
-        prefix, width = key
-        nums = sorted(set(groups[key]))
+        prefix, width = item
+        nums = sorted(set(groups[item]))
         if len(nums) == 1:
             out.append(f"{prefix}{nums[0]:0{width}d}")
             continue

@@ -51,7 +51,7 @@ from batchd.httpwire import (
     parse_head,
     peer_credentials,
 )
-from batchd.service import Caller
+from batchd.service import Caller, Service
 
 __all__ = ["ApiServer", "Limits", "peer_credentials"]
 
@@ -62,7 +62,7 @@ ACCEPTS_PER_WAKE = 256      # then serve the other connections before accepting 
 ACCEPT_PAUSE_S = 0.1        # after EMFILE: stop accepting this long, serve what is open
 NOTE_LOG_S = 10.0           # one warning per uid and kind (refused, timed out) per this long
 
-Handler = Callable[[Any, Caller, str, str, bytes], tuple[int, Any]]
+Handler = Callable[[Service, Caller, str, str, bytes], tuple[int, Any]]
 
 
 class _Conn:
@@ -92,7 +92,7 @@ class _Conn:
 class _Server:
     """The listening socket, the loop and the workers (see the module docstring)."""
 
-    def __init__(self, path: str, service: Any, limits: Limits, handler: Handler):
+    def __init__(self, path: str, service: Service, limits: Limits, handler: Handler):
         self.service, self.limits, self.handler = service, limits, handler
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -395,7 +395,7 @@ class ApiServer:
     """The socket server in a background thread. The socket exists (mode 0666) once this
     is constructed; `start` serves it, `stop` closes every connection and removes it."""
 
-    def __init__(self, path: str, service: Any, limits: Limits | None = None, handler: Handler = handle):
+    def __init__(self, path: str, service: Service, limits: Limits | None = None, handler: Handler = handle):
         self.path = path
         if os.path.exists(path):
             _remove_stale(path)

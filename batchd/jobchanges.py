@@ -2,10 +2,10 @@
 (`hold`), requeue / requeuehold (`requeue`) and update (`update`).
 
 `JobChanges` is a mixin of `batchd.service.Service`, which supplies `cfg`, `store`,
-`wake`, `is_admin`, `_may_modify`, `_select` and `cluster_info`. Users change only their
-own jobs, admins any (audited when the job is another user's); each job that cannot be
-changed gets a Slurm-worded entry in the reply's `errors`, the others' display ids are
-in `done`. Every change goes through the store and wakes the controller.
+`wake`, `is_admin`, `require_owner`, `_select` and `cluster_info`. Users change only their
+own jobs (`require_owner`), admins any (audited when the job is another user's); each job
+that cannot be changed gets a Slurm-worded entry in the reply's `errors`, the others'
+display ids are in `done`. Every change goes through the store and wakes the controller.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from batchd import messages as m
 from batchd.assocpolicy import Effective
 from batchd.caller import Caller
 from batchd.config import Config
-from batchd.errors import InvalidRequest, SubmitError
+from batchd.errors import InvalidRequest, PermissionDenied, SubmitError
 from batchd.jobfilter import filter_jobs
 from batchd.jobspec import check_node_names
 from batchd.model import Job, SubmitFacts
@@ -35,7 +36,7 @@ class JobChanges:
     if TYPE_CHECKING:
         def is_admin(self, caller: Caller) -> bool: ...
 
-        def _may_modify(self, caller: Caller, job: Job) -> bool: ...
+        def require_owner(self, caller: Caller, job: Job, message: str = ...) -> None: ...
 
         def _select(self, ids: list[str] | None, all_jobs: bool, purged: bool = False,
                     light: bool = False) -> list[Job]: ...
@@ -45,10 +46,11 @@ class JobChanges:
         def cluster_info(self, user: str, facts: SubmitFacts | None = None) -> dict[str, Any]: ...
 
     def _owned(self, caller: Caller, ids: list[str], verb: str,
-               light: bool = False) -> tuple[list[Job], list[dict[str, str]]]:
-        """The jobs `ids` name that `caller` may change, and an error per id it may not
-        (or that names nothing). `light`: without spec and request (see `_select`)."""
-        jobs, errors = [], []
+               light: bool = False) -> tuple[list[Job], list[m.JobError]]:
+        """The jobs `ids` name that `caller` may change (require_owner), and an error per id
+        it may not (or that names nothing). `light`: without spec and request (see `_select`)."""
+        jobs: list[Job] = []
+        errors: list[m.JobError] = []
         for raw in ids:
             try:
                 found = self._select([raw], True, light=light)
@@ -59,15 +61,17 @@ class JobChanges:
                 errors.append({"id": raw, "message": "Invalid job id specified"})
                 continue
             for j in found:
-                if not self._may_modify(caller, j):
+                try:
                     # Slurm's words: update_job's ESLURM_USER_ID_MISSING, the others' ACCESS_DENIED
-                    errors.append({"id": raw, "message": "Invalid user id" if verb == "update"
-                                   else "Access/permission denied"})
+                    self.require_owner(caller, j, "Invalid user id" if verb == "update" else
+                                       "Access/permission denied")
+                except PermissionDenied as e:
+                    errors.append({"id": raw, "message": e.message})
                 else:
                     jobs.append(j)
         return jobs, errors
 
-    def signal_jobs(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+    def signal_jobs(self, caller: Caller, body: dict[str, Any]) -> m.DoneReply:
         """scancel: `signal` None cancels; otherwise the signal goes to running jobs. A
         signal the kernel would refuse never reaches a supervisor (api.py's wire check
         refuses it first; this guards direct callers)."""
@@ -78,6 +82,7 @@ class JobChanges:
             raise InvalidRequest(f"signal: must be an integer between 0 and {int(_signal.SIGRTMAX)} (got {sig!r})")
         # the jobs are read without their specs and requests: cancelling an array of
         # 10,000 tasks reads their ids, states and owners, not 10,000 scripts
+        errors: list[m.JobError]
         if ids:
             jobs, errors = self._owned(caller, ids, "cancel", light=True)
         else:
@@ -91,9 +96,9 @@ class JobChanges:
         now = time.time()
         # every change is a compare-and-set, all in one transaction (10,000 array tasks: one
         # write, not 10,000)
-        changes: list[tuple[int, tuple[str, ...], dict[str, Any]]] = []
+        changes: list[tuple[int, tuple[str, ...] | None, dict[str, Any]]] = []
         shown: dict[int, str] = {}
-        others: list[int] = []
+        others: dict[int, str] = {}  # another user's job -> the audited action
         for j in jobs:
             if j.id in shown:
                 continue  # named twice: once is enough
@@ -110,6 +115,8 @@ class JobChanges:
                     tag = f"signal:{int(sig)}" + (":b" if body.get("batch_only") else "")
                     changes.append((j.id, ("RUNNING",), {"action": tag, "action_by": caller.uid}))
                     shown[j.id] = j.display_id
+                    if caller.uid != j.uid:
+                        others[j.id] = "job.signal"
                     continue
             if j.state == "PENDING":
                 # the job keeps its last pending reason, as squeue -t all shows it
@@ -118,16 +125,16 @@ class JobChanges:
             else:
                 changes.append((j.id, ("RUNNING", "SUSPENDED"), {"action": "cancel", "action_by": caller.uid}))
             shown[j.id] = j.display_id
-            if caller.uid != j.uid and j.id not in others:
-                others.append(j.id)
+            if caller.uid != j.uid:
+                others[j.id] = "job.cancel"
         changed = set(self.store.update_jobs(changes)) if changes else set()
         done = [shown[jid] for jid, _, _ in changes if jid in changed]
-        for jid in others:
-            self.store.audit(caller.uid, "job.cancel", {"job": jid})
+        for jid, action in others.items():
+            self.store.audit(caller.uid, action, {"job": jid, **({"signal": sig} if action == "job.signal" else {})})
         self.wake()
         return {"done": done, "errors": errors}
 
-    def hold(self, caller: Caller, ids: list[str], release: bool = False, user: bool = False) -> dict[str, Any]:
+    def hold(self, caller: Caller, ids: list[str], release: bool = False, user: bool = False) -> m.DoneReply:
         """scontrol hold / uhold / release of pending jobs. An admin's hold of another
         user's job is JobHeldAdmin (only an admin may release it), unless `user` (uhold);
         a user's own hold is JobHeldUser. Release clears either and lets a job that
@@ -157,7 +164,7 @@ class JobChanges:
         self.wake()
         return {"done": done, "errors": errors}
 
-    def requeue(self, caller: Caller, ids: list[str], hold: bool = False) -> dict[str, Any]:
+    def requeue(self, caller: Caller, ids: list[str], hold: bool = False) -> m.DoneReply:
         """scontrol requeue: a running job ends its run (state REQUEUED) and pends again
         with the same id, restarts + 1, begin time two minutes on. `hold` (requeuehold)
         keeps it held afterwards, reason "job requeued in held state", until released."""
@@ -193,7 +200,7 @@ class JobChanges:
         part = next((p for p in self.cfg.partitions if p.name == j.partition), None)
         return j.state == "PENDING" and part is not None and _limit_key(new) <= _limit_key(part.max_time_s)
 
-    def update(self, caller: Caller, ids: list[str], changes: dict[str, Any]) -> dict[str, Any]:
+    def update(self, caller: Caller, ids: list[str], changes: dict[str, Any]) -> m.DoneReply:
         """scontrol update JobId=...: time limit, nice, account, name, comment, partition,
         QOS, begin time. A time limit an administrator sets may exceed the partition's
         MaxTime (the job's request keeps `time_limit_admin`); a new limit of a running job

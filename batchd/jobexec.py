@@ -109,8 +109,8 @@ def exec_job(req: LaunchRequest, script: str, go_r: int, err_w: int) -> None:
         env = {k: v for k, v in req.env.items() if k not in DAEMON_ONLY_ENV}
         env["SLURM_TASK_PID"] = str(os.getpid())  # exec keeps the pid: the batch shell's
         try:
-            with open(script, "rb") as fh:
-                shebang = fh.read(2) == b"#!"
+            with open(script, "rb") as head:
+                shebang = head.read(2) == b"#!"
             if shebang:
                 os.execve(script, [script, *req.argv], env)
             os.execve("/bin/bash", ["/bin/bash", script, *req.argv], env)

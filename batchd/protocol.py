@@ -1,8 +1,9 @@
-"""The message schema shared by the daemon (`batchd/api.py`) and the commands (`cli/`).
+"""The wire protocol shared by the daemon (`batchd/api.py`) and the commands (`cli/`):
+the table of endpoints (`ENDPOINTS`), and the messages in prose.
 
-This module is imported by the Slurm-named commands, so it must stay cheap: no
-dataclasses, no third-party imports. Every message is a JSON object; the keys below
-are the contract. Times are unix seconds (float), durations are seconds (int) with
+This module is imported by the Slurm-named commands, so it must stay cheap: it imports
+nothing (the message shapes as types are `batchd/messages.py`, daemon side). Every
+message is a JSON object; the keys below are the contract. Times are unix seconds (float), durations are seconds (int) with
 `None` meaning "not set" and `-1` meaning UNLIMITED, memory is MiB.
 
 Transport
@@ -49,50 +50,78 @@ took a key), `DatabaseUnavailable` (unreachable); in each case nothing was chang
 
 Endpoints
 ---------
-GET  /v1/ping                      -> {"cluster": str, "version": str}
-POST /v1/jobs                      body {"spec": JOB_SPEC}
-                                   -> {"job_id": int, "array_task_ids": [int] | None}, plus
-                                   "duplicate": true when spec["submit_token"] names a submission
-                                   this uid already stored (its ids are returned, nothing is stored)
-                                   with spec["test_only"]: {"job_id": None, "start_time": float,
-                                   "nodes": str, "partition": str} (nothing stored)
-GET  /v1/jobs?QUERY                -> {"jobs": [JOB_VIEW]} ; QUERY keys (all optional, lists comma
-                                   separated): ids (job ids or `123_4` array tasks), users, accounts,
-                                   partitions, states, names, qos; `all=1` also returns finished
-                                   jobs still in memory (squeue shows only PENDING/RUNNING/...);
-                                   `nodes=HOSTLIST` only jobs allocated one of these nodes;
-                                   `fold=1` the pending tasks of a job array as one JOB_VIEW
-                                   (squeue without -r): array_task_id null, array_task_str
-                                   `[0-3,7%2]`, display_id `123_[0-3,7%2]`, the rest the
-                                   lowest task's, placed where its lowest job id would be.
-POST /v1/jobs/signal               body {"ids": [str], "filters": {users, accounts, names, states,
-                                   partitions, qos}, "signal": int | None, "batch_only": bool}
-                                   (filters narrow the given ids, or select jobs when ids is empty;
-                                   "qos": QOS names; scancel -w resolves nodes to ids itself)
-                                   signal None = cancel. -> {"done": [str], "errors": [{"id", "message"}]}
-POST /v1/jobs/hold | /v1/jobs/release | /v1/jobs/requeue
-                                   body {"ids": [str]} -> {"done": [...], "errors": [...]}
-                                   requeue body "hold": true = `scontrol requeuehold` (requeued held,
-                                   reason "job requeued in held state"); hold body "user": true =
-                                   `scontrol uhold` (JobHeldUser even for an admin)
-POST /v1/jobs/update               body {"ids": [str], "changes": {"time_limit_s", "nice",
-                                   "account", "name", "comment", "partition", "qos", "begin_time"}}
-                                   ("begin_time": unix seconds, `scontrol update StartTime=`); a
-                                   partition or QOS that does not exist, or an account the job's
-                                   user may not use, is a per-job error with Slurm's words
-                                   ("Invalid partition name specified", "Invalid qos specification")
-GET  /v1/accounting?QUERY          -> {"records": [ACCT_ROW]}; QUERY: ids, users, accounts, states,
-                                   start, end (unix), all_users=1, duplicates=1
-GET  /v1/nodes                     -> {"nodes": [NODE_VIEW], "partitions": [PARTITION_VIEW]}
-GET  /v1/snapshot                  -> the scheduler snapshot of DESIGN.md section 5 (plus "users",
-                                   "usage"); used by `batchd plan --dump`, sshare and sprio.
-GET  /v1/priorities                -> {"jobs": [PRIORITY_VIEW], "weights": {...}} (sprio)
-GET  /v1/shares                    -> {"rows": [SHARE_ROW]} (sshare)
-POST /v1/steps                     body {"job_id", "argv": [str], "ntasks": int | None, "nodes": int | None,
-                                   "env": {str: str}, "cwd": str} (srun inside a job; only the job's
-                                   owner) -> {"job_id", "step_id", "tasks": [{"procid", "node"}]}
-GET  /v1/steps?job_id=&step_id=    -> {"tasks": [{"procid", "node", "state", "exit_code", "exit_signal"}]}
-POST /v1/steps/cancel              body {"job_id", "step_id"} -> {"cancelled": int}
+`ENDPOINTS` below is the table of every endpoint: method, path, the handler of
+`batchd/api.py`'s ROUTES, the shapes of its query, body and reply (TypedDicts of
+`batchd/messages.py`, which the request rules of `batchd/wire_requests.py` and the reply
+rules of `batchd/wire_replies.py` are built from), and who may call it: ANYONE (any local
+user), OWNER (a job's owner, or an administrator; for anyone else the job is refused:
+`Access/permission denied`, scontrol update's `Invalid user id`), ADMIN (root, the admin
+group; anyone else gets 403 AccessDenied). tests/wire/test_protocol.py holds the table to
+the routes api.py registers, both ways, and the shapes to real replies. In short:
+
+GET  /v1/ping                 -> Ping {cluster, version}
+POST /v1/jobs                 SubmitRequest {"spec": JOB_SPEC} -> SubmitReply {"job_id": int, "array_task_ids":
+                              [int] | None}, plus "duplicate": true when spec["submit_token"] names a
+                              submission this uid already stored (its ids are returned, nothing is stored);
+                              with spec["test_only"]: {"job_id": None, "start_time", "nodes", "partition",
+                              "cpus"} (nothing stored). --uid/--gid (spec "uid"/"gid"): root only
+GET  /v1/jobs?JobsQuery       -> {"jobs": [JOB_VIEW]}; query keys (all optional, lists comma separated): ids
+                              (job ids or `123_4` array tasks), users, accounts, partitions, states, names,
+                              qos; `all=1` also returns finished jobs still in memory (squeue shows only
+                              PENDING/RUNNING/...); `nodes=HOSTLIST` only jobs allocated one of these nodes;
+                              `fold=1` the pending tasks of a job array as one JOB_VIEW (squeue without -r):
+                              array_task_id null, array_task_str `[0-3,7%2]`, display_id `123_[0-3,7%2]`,
+                              the rest the lowest task's, placed where its lowest job id would be.
+POST /v1/jobs/signal          OWNER. SignalRequest {"ids": [str], "filters": {users, accounts, names,
+                              states, partitions, qos}, "signal": int | None, "batch_only": bool} (filters
+                              narrow the given ids, or select jobs when ids is empty, a non-admin's own
+                              only; scancel -w resolves nodes to ids itself); signal None = cancel
+                              -> DoneReply {"done": [str], "errors": [{"id", "message"}]}
+POST /v1/jobs/hold            OWNER. {"ids": [str], "user": bool} -> DoneReply; "user": true = `scontrol
+                              uhold` (JobHeldUser even for an admin; an admin's hold of another's job is
+                              JobHeldAdmin, which only an admin releases)
+POST /v1/jobs/release         OWNER. {"ids": [str]} -> DoneReply
+POST /v1/jobs/requeue         OWNER. {"ids": [str], "hold": bool} -> DoneReply; "hold": true = `scontrol
+                              requeuehold` (requeued held, reason "job requeued in held state")
+POST /v1/jobs/update          OWNER. {"ids": [str], "changes": {"time_limit_s", "nice", "account", "name",
+                              "comment", "partition", "qos", "begin_time", "nodelist", "exclude"}} ->
+                              DoneReply ("begin_time": unix seconds, `scontrol update StartTime=`); a
+                              negative nice and a longer time limit are an administrator's; a partition or
+                              QOS that does not exist, or an account the job's user may not use, is a per-job
+                              error with Slurm's words ("Invalid partition name specified", "Invalid qos
+                              specification")
+GET  /v1/accounting?AccountingQuery -> {"records": [ACCT_ROW]}; query: ids, users, accounts, states, names,
+                              partitions, qos, start, end (unix), all_users=1, duplicates=1 (without ids or
+                              users a user sees their own jobs, root all)
+GET  /v1/nodes                -> {"nodes": [NODE_VIEW], "partitions": [PARTITION_VIEW]}
+GET  /v1/snapshot             -> the scheduler snapshot of DESIGN.md section 5 (plus "users", "usage",
+                              "qos", "partitions"); `batchd plan --dump`, sshare and sprio compute from it
+POST /v1/steps                OWNER. StepRequest {"job_id", "argv": [str], "ntasks": int | None, "nodes":
+                              int | None, "env": {str: str}, "cwd": str} (srun inside a job) -> {"job_id",
+                              "step_id", "tasks": [{"procid", "node"}]}
+GET  /v1/steps?job_id=&step_id= -> {"tasks": [{"procid", "node", "state", "exit_code", "exit_signal"}]};
+                              without both: {"steps": [{job_id, step_id, name, node_list, ntasks,
+                              start_time, state}]}, every step still pending or running (squeue -s)
+POST /v1/steps/cancel         OWNER. {"job_id", "step_id"} -> {"cancelled": int}
+GET  /v1/why?job=ID           -> {"job": int, "lines": [str]} (`batchd why`: what a job waits for)
+GET  /v1/controller           -> {"node", "pid", "since", "host", "this_node", "this_is_controller"}: who
+                              holds the controller role
+POST /v1/nodes/state          ADMIN. {"node", "action": "drain" | "resume" | "down", "reason"} -> {"node",
+                              "state"}; drain and down need a reason (audited)
+GET  /v1/accounts[?slurm=1]   -> the accounts file of the tree {"account": [...], "user": [...]}; slurm=1
+                              adds "cluster", "qos", "qos_info", "admins", "gpu_types" (sacctmgr)
+POST /v1/accounts/apply       ADMIN. {"doc": ACCOUNTS_FILE, "dry_run": bool} -> {"changes": [str],
+                              "applied": bool} (`batchd apply`; batchd/accounts.py)
+POST /v1/accounts/modify      ADMIN. {"op": "account.add" | ... | "user.remove", "name", ...} -> as apply
+                              (`batchd account ...`, `batchd user ...`, sacctmgr)
+GET  /v1/report?ReportQuery   -> the report of DESIGN.md section 7 (batchd/accounting/routes.py); a
+                              non-admin sees the accounts they are a member of, without idle capacity;
+                              spread_idle=1 is an administrator's
+GET  /v1/prices               -> {"prices": [{tres, per_hour, currency, valid_from, valid_to}], "currency"}
+POST /v1/prices               ADMIN. {"prices": [{tres, per_hour, currency, valid_from, valid_to}]} ->
+                              {"added": int}
+GET  /v1/eff?job=ID           -> {"job": {...}, "runs": [...], "efficiency": {...} | None, "summary", ...}
+POST /v1/rollup               ADMIN. {} -> {"rolled": int}: roll usage up now instead of at the timer
 
 JOB_SPEC (what sbatch/bsub send; built by cli/slurmopts.py, checked by batchd/jobspec.py)
 ---------------------------------------------------------------------------------------
@@ -211,12 +240,50 @@ tres (its TRES= string), billing_weights (its TRESBillingWeights= string)
 PROTOCOL_VERSION = 1
 API_PREFIX = "/v1"
 
+#: who may call an endpoint (ENDPOINTS' last column; the service enforces it)
+ANYONE = "anyone"
+OWNER = "owner"   # the job's owner, or an administrator
+ADMIN = "admin"   # root, or a member of the configured admin group
+
+#: Every endpoint: (method, path, handler in batchd/api.py's ROUTES, query shape, body
+#: shape, reply shape, who may call it). Shapes are names of batchd/messages.py (None: the
+#: route reads no query / takes no body; a tuple: one of these replies). Plain strings:
+#: this module is imported by the commands and imports nothing.
+ENDPOINTS: tuple[tuple[str, str, str, str | None, str | None, str | tuple[str, ...], str], ...] = (
+    ("GET", "/v1/ping", "batchd.api.ping", None, None, "Ping", ANYONE),
+    ("POST", "/v1/jobs", "batchd.api.submit", None, "SubmitRequest", "SubmitReply", ANYONE),
+    ("GET", "/v1/jobs", "batchd.api.list_jobs", "JobsQuery", None, "JobsReply", ANYONE),
+    ("POST", "/v1/jobs/signal", "batchd.api.signal", None, "SignalRequest", "DoneReply", OWNER),
+    ("POST", "/v1/jobs/hold", "batchd.api.hold", None, "HoldRequest", "DoneReply", OWNER),
+    ("POST", "/v1/jobs/release", "batchd.api.release", None, "ReleaseRequest", "DoneReply", OWNER),
+    ("POST", "/v1/jobs/requeue", "batchd.api.requeue", None, "RequeueRequest", "DoneReply", OWNER),
+    ("POST", "/v1/jobs/update", "batchd.api.update", None, "UpdateRequest", "DoneReply", OWNER),
+    ("GET", "/v1/accounting", "batchd.api.accounting", "AccountingQuery", None, "AccountingReply", ANYONE),
+    ("GET", "/v1/nodes", "batchd.api.nodes", None, None, "NodesReply", ANYONE),
+    ("GET", "/v1/snapshot", "batchd.api.snapshot", None, None, "SnapshotReply", ANYONE),
+    ("POST", "/v1/steps", "batchd.api.create_step", None, "StepRequest", "StepReply", OWNER),
+    ("GET", "/v1/steps", "batchd.api.step_status", "StepsQuery", None, ("StepTasksReply", "ActiveStepsReply"),
+     ANYONE),
+    ("POST", "/v1/steps/cancel", "batchd.api.cancel_step", None, "StepCancelRequest", "StepCancelReply", OWNER),
+    ("GET", "/v1/why", "batchd.api.why", "WhyQuery", None, "WhyReply", ANYONE),
+    ("GET", "/v1/controller", "batchd.api.controller", None, None, "ControllerReply", ANYONE),
+    ("POST", "/v1/nodes/state", "batchd.api.set_node_state", None, "NodeStateRequest", "NodeStateReply", ADMIN),
+    ("GET", "/v1/accounts", "batchd.api.list_accounts", "AccountsQuery", None, "AccountsReply", ANYONE),
+    ("POST", "/v1/accounts/apply", "batchd.api.apply_accounts", None, "ApplyRequest", "ApplyReply", ADMIN),
+    ("POST", "/v1/accounts/modify", "batchd.api.modify_accounts", None, "ModifyRequest", "ApplyReply", ADMIN),
+    ("GET", "/v1/report", "batchd.accounting.routes.report", "ReportQuery", None, "ReportReply", ANYONE),
+    ("GET", "/v1/prices", "batchd.accounting.routes.prices", None, None, "PricesReply", ANYONE),
+    ("POST", "/v1/prices", "batchd.accounting.routes.set_prices", None, "PricesRequest", "AddedReply", ADMIN),
+    ("GET", "/v1/eff", "batchd.accounting.routes.eff", "EffQuery", None, "EffReply", ANYONE),
+    ("POST", "/v1/rollup", "batchd.accounting.routes.rollup", None, "RollupRequest", "RollupReply", ADMIN),
+)
+
 JOB_STATES_ACTIVE = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "REQUEUED")
 JOB_STATES_FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL",
                     "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")
 
 
-def step_output_path(cwd, job_id, step_id, procid):
+def step_output_path(cwd: str, job_id: int, step_id: int, procid: int) -> str:
     """Where task `procid` of step `step_id` of a job writes its output (stdout and
     stderr): a hidden file in the step's working directory, which srun prints and
     removes when the step ends (the job's nodes share that directory)."""

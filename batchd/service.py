@@ -6,10 +6,19 @@ every job but change only their own; admins (root, the daemon's own uid in dev m
 members of the configured admin group) may do anything, and their actions on others'
 jobs are audited.
 
-`Service` holds identity (`is_admin`), the cluster facts a submission is resolved
-against (`cluster_info`) and the queries (squeue, sacct, nodes, node state); the
-submit path is `batchd.submission.Submission` and the job changes (scancel, hold,
-requeue, update) are `batchd.jobchanges.JobChanges`, both mixed in here.
+Authorization is two checks, used by every operation that needs one (here, in the
+mixins and in the route handlers of `batchd.steps`, `batchd.accounts` and
+`batchd.accounting.routes`): `require_admin(caller)` for what only an administrator may
+do (node state, accounts, prices, rollups) and `require_owner(caller, job)` for what only
+a job's owner or an administrator may do to it (cancel, signal, hold, release, requeue,
+update, steps). Both raise `PermissionDenied` (HTTP 403, code AccessDenied); the job
+changes turn it into the per-job error Slurm prints. `is_admin` answers the finer
+questions that are no refusal (an admin's hold is JobHeldAdmin, a report's scope).
+
+`Service` holds identity, the cluster facts a submission is resolved against
+(`cluster_info`) and the queries (squeue, sacct, nodes, node state); the submit path is
+`batchd.submission.Submission` and the job changes (scancel, hold, requeue, update) are
+`batchd.jobchanges.JobChanges`, both mixed in here.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from batchd import acctrows, hostlist, views
+from batchd import messages as m
 from batchd.caller import Caller, user_name
 from batchd.config import Config
 from batchd.errors import Conflict, InvalidRequest, NotFound, PermissionDenied, SubmitError
@@ -37,11 +47,17 @@ log = logging.getLogger(__name__)
 
 class Service(Submission, JobChanges):
     def __init__(self, cfg: Config, store: Store, wake: Callable[[], None] = lambda: None,
-                 snapshot: Callable[[], dict[str, Any]] | None = None):
+                 snapshot: Callable[[], dict[str, Any]] | None = None,
+                 controller: Callable[[], dict[str, Any]] | None = None,
+                 decisions: Callable[[], dict[str, Any]] | None = None):
+        """`wake` wakes the scheduling cycle; the daemon supplies what only it knows: the live
+        `snapshot`, who holds the `controller` role, the cycle's last `decisions`."""
         self.cfg = cfg
         self.store = store
         self.wake = wake
         self._snapshot = snapshot
+        self._controller = controller
+        self._decisions = decisions
 
     def snapshot(self) -> dict[str, Any]:
         """The live scheduler snapshot (DESIGN.md section 5), for plan --dump, sshare, sprio."""
@@ -59,8 +75,17 @@ class Service(Submission, JobChanges):
             return False
         return caller.gid == g.gr_gid or user_name(caller.uid) in g.gr_mem
 
-    def _may_modify(self, caller: Caller, job: Job) -> bool:
-        return caller.uid == job.uid or self.is_admin(caller)
+    def require_admin(self, caller: Caller, what: str = "do this") -> None:
+        """Raise PermissionDenied ("only an administrator may <what>") unless `caller` is an
+        administrator."""
+        if not self.is_admin(caller):
+            raise PermissionDenied(f"only an administrator may {what}")
+
+    def require_owner(self, caller: Caller, job: Job, message: str = "Access/permission denied") -> None:
+        """Raise PermissionDenied (Slurm's words by default) unless `caller` owns `job` or is
+        an administrator."""
+        if caller.uid != job.uid and not self.is_admin(caller):
+            raise PermissionDenied(message)
 
     # ------------------------------------------------------------------ cluster facts
     def cluster_info(self, user: str, facts: SubmitFacts | None = None) -> dict[str, Any]:
@@ -188,14 +213,19 @@ class Service(Submission, JobChanges):
         return views.node_views(self.store.list_nodes(), running, self.cfg)
 
     def controller_status(self) -> dict[str, Any]:
-        """Who holds the controller role (replaced by the daemon, which knows)."""
-        return {"node": None, "pid": None, "since": None}
+        """Who holds the controller role (the daemon knows; without it: nobody known)."""
+        if self._controller is None:
+            return {"node": None, "pid": None, "since": None}
+        return self._controller()
 
-    def set_node_state(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+    def last_decisions(self) -> dict[str, Any]:
+        """The last scheduling cycle's decisions (`batchd why`), {} without a controller."""
+        return {} if self._decisions is None else self._decisions()
+
+    def set_node_state(self, caller: Caller, body: dict[str, Any]) -> m.NodeStateReply:
         """`batchd node drain|resume|down NAME --reason`: admins only; audited. DRAIN takes
         no new jobs while running ones finish; RESUME makes the node schedulable again."""
-        if not self.is_admin(caller):
-            raise PermissionDenied("only an administrator may change a node's state")
+        self.require_admin(caller, "change a node's state")
         name, action = body.get("node"), body.get("action")
         states = {"drain": "DRAIN", "resume": "IDLE", "down": "DOWN"}
         if action not in states:
@@ -207,7 +237,7 @@ class Service(Submission, JobChanges):
                                          caller.uid):
             raise NotFound(f"Invalid node name specified: {name}")
         self.wake()
-        return {"node": name, "state": states[action]}
+        return {"node": str(name), "state": states[action]}
 
     # ------------------------------------------------------------------ changes
 

@@ -13,14 +13,19 @@ import logging
 import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from batchd import jobenv, launcher
-from batchd.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
+from batchd import messages as m
+from batchd.caller import Caller
+from batchd.errors import Conflict, InvalidRequest, NotFound
 from batchd.hostlist import compress
 from batchd.protocol import step_output_path
 from batchd.store import Store
 from batchd.store import steps as step_store
+
+if TYPE_CHECKING:
+    from batchd.service import Service
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +39,9 @@ GPU_VARS = ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "ROCR_VISIBLE_DEVICES"
             "SLURM_STEP_GPUS", "SLURM_GPUS_ON_NODE", "SLURM_JOB_GPUS", "SLURM_CPUS_ON_NODE")
 
 
-def create(service: Any, caller: Any, body: dict[str, Any]) -> dict[str, Any]:
+def create(service: Service, caller: Caller, body: m.StepRequest) -> m.StepReply:
+    """srun inside a job: a step of `body["argv"]` on the job's nodes (only its owner or an
+    administrator); the tasks are launched by the agents of those nodes."""
     store: Store = service.store
     try:
         job_id = int(body["job_id"])
@@ -46,8 +53,7 @@ def create(service: Any, caller: Any, body: dict[str, Any]) -> dict[str, Any]:
     job = store.get_job(job_id)
     if job is None:
         raise NotFound(f"Invalid job id specified: {job_id}")
-    if caller.uid != job.uid and not service.is_admin(caller):
-        raise PermissionDenied("Access/permission denied")
+    service.require_owner(caller, job)
     if job.state != "RUNNING" or not job.allocation:
         raise Conflict(f"Job {job_id} is not running")
     nodes = list(job.allocation)
@@ -79,7 +85,8 @@ def create(service: Any, caller: Any, body: dict[str, Any]) -> dict[str, Any]:
     counts = [base + (1 if i < extra else 0) for i in range(len(nodes))]
     cwd = str(body.get("cwd") or job.spec.get("workdir") or "/")
     env = {str(k): str(v) for k, v in (body.get("env") or {}).items()}
-    tasks, procid = [], 0
+    tasks: list[dict[str, Any]] = []
+    procid = 0
     for nodeid, (node, count) in enumerate(zip(nodes, counts, strict=True)):
         for localid in range(count):
             tasks.append({"procid": procid, "localid": localid, "nodeid": nodeid, "node": node, "ntasks": ntasks,
@@ -92,7 +99,7 @@ def create(service: Any, caller: Any, body: dict[str, Any]) -> dict[str, Any]:
                                                              for t in tasks]}
 
 
-def status(service: Any, query: dict[str, str]) -> dict[str, Any]:
+def status(service: Service, query: m.Query) -> m.StepTasksReply | m.ActiveStepsReply:
     """One step's tasks (`job_id` and `step_id`), or without them every step that is
     still pending or running (squeue -s): {"steps": [{job_id, step_id, name, node_list,
     start_time, ntasks, state}]}."""
@@ -103,12 +110,12 @@ def status(service: Any, query: dict[str, str]) -> dict[str, Any]:
                        "exit_signal": t.exit_signal} for t in tasks]}
 
 
-def active_steps(store: Store) -> list[dict[str, Any]]:
+def active_steps(store: Store) -> list[m.ActiveStep]:
     """The srun steps with a task still pending or running, one entry per step."""
     by_step: dict[tuple[int, int], list[step_store.Task]] = {}
     for t in step_store.list_tasks(store, states=["PENDING", "RUNNING", "CANCELLING"]):
         by_step.setdefault((t.job_id, t.step_id), []).append(t)
-    out = []
+    out: list[m.ActiveStep] = []
     for (job_id, step_id), tasks in sorted(by_step.items()):
         starts = [t.start_time for t in tasks if t.start_time]
         out.append({"job_id": job_id, "step_id": step_id,
@@ -119,12 +126,12 @@ def active_steps(store: Store) -> list[dict[str, Any]]:
     return out
 
 
-def cancel(service: Any, caller: Any, body: dict[str, Any]) -> dict[str, Any]:
+def cancel(service: Service, caller: Caller, body: m.StepCancelRequest) -> m.StepCancelReply:
+    """Cancel a step's tasks that still pend or run (only the job's owner or an administrator)."""
     job = service.store.get_job(int(body["job_id"]))
     if job is None:
         raise NotFound("Invalid job id specified")
-    if caller.uid != job.uid and not service.is_admin(caller):
-        raise PermissionDenied("Access/permission denied")
+    service.require_owner(caller, job)
     n = 0
     for t in step_store.list_tasks(service.store, job_id=job.id, step_id=int(body["step_id"]),
                                    states=["PENDING", "RUNNING"]):

@@ -19,7 +19,10 @@ Contract of the rules:
   at most 1024 bytes, at most 32 of them (JOB_SPEC: a newer command's extra keys reach an
   older daemon harmlessly; nothing in the daemon reads them), `"allow"` lets anything
   through (replies: optional keys are documented, not closed);
-- an `Obj`'s `checks` are cross-field rules run after its fields passed.
+- an `Obj`'s `checks` are cross-field rules run after its fields passed;
+- `shaped(shape, fields)` is the `Obj` of a message shape of `batchd/messages.py` (a
+  TypedDict): its fields are exactly the shape's keys, its required fields the shape's
+  required keys, or it refuses to be built; the rule keeps the shape (`Obj.shape`).
 
 The request schemas are `batchd.wire_requests.REQUESTS[(method, path)] = Route(query,
 body)` (`body` None: the route takes no body); the reply schemas (JOB_VIEW, ACCT_ROW,
@@ -284,10 +287,12 @@ ObjCheck = Callable[[dict, str, Mapping[str, Any] | None], None]
 
 class Obj(Rule):
     def __init__(self, fields: Mapping[str, Rule], *, required: tuple[str, ...] = (), unknown: str = "reject",
-                 null: bool = False, checks: tuple[ObjCheck, ...] = (), what: str = "an object"):
+                 null: bool = False, checks: tuple[ObjCheck, ...] = (), what: str = "an object",
+                 shape: Any = None):
         assert unknown in ("reject", "scalars", "allow")
         self.fields, self.required, self.unknown = dict(fields), required, unknown
         self.null, self.checks, self.what = null, checks, what
+        self.shape = shape  # the TypedDict of batchd/messages.py this rule checks (`shaped`), or None
 
     def describe(self) -> str:
         return self._or_null(self.what)
@@ -313,6 +318,21 @@ class Obj(Rule):
                 _SCALAR.check(x, _join(path, k), lim)
         for c in self.checks:
             c(v, path, lim)
+
+
+def shaped(shape: Any, fields: Mapping[str, Rule], *, unknown: str = "reject", null: bool = False,
+           checks: tuple[ObjCheck, ...] = (), what: str = "an object") -> Obj:
+    """The rule of the TypedDict `shape` (batchd/messages.py): `fields` are the types and
+    bounds of exactly its keys, its required keys are the rule's required fields. A rule
+    that names a key the shape lacks, or lacks one the shape has, is refused here (at
+    import: the shape and the door cannot drift apart)."""
+    required: frozenset[str] = shape.__required_keys__
+    keys = required | shape.__optional_keys__
+    if set(fields) != keys:
+        raise TypeError(f"the rule of {shape.__name__}: fields {sorted(set(fields) - keys)} are not the shape's, "
+                        f"keys {sorted(keys - set(fields))} have no rule")
+    return Obj(fields, required=tuple(k for k in fields if k in required), unknown=unknown, null=null,
+               checks=checks, what=what, shape=shape)
 
 
 class Either(Rule):
@@ -399,4 +419,4 @@ def check_request(route: Route, query: dict[str, str], body: Any, method: str, p
 
 
 __all__ = ["Route", "WireError", "check", "check_request", "Int", "Num", "Bool", "Str", "Enum",
-           "List", "Map", "Obj", "Either", "Json", "TOO_LONG", "SIGRTMAX", "limit"]
+           "List", "Map", "Obj", "Either", "Json", "TOO_LONG", "SIGRTMAX", "limit", "shaped"]

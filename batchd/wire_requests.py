@@ -1,6 +1,7 @@
 """The request half of the wire contract (`batchd/wire.py`): for every endpoint of
-`batchd/api.py`'s ROUTES its query and body, typed and bounded; the prose is
-`batchd/protocol.py`.
+`batchd/api.py`'s ROUTES its query and body, typed and bounded; the endpoints are
+`batchd/protocol.py`'s table, the keys of each query and body its shape in
+`batchd/messages.py` (each rule is built from its shape: `batchd.wire.shaped`).
 
 Bounds (generous: far above any cluster batchd serves, far below what would stall it):
 counts (tasks, CPUs, nodes, GPUs) <= `MAX_COUNT`; memory <= `MAX_MEM_MB` (2^40 MiB); time
@@ -21,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchd import hostlist
+from batchd import messages as m
 from batchd.wire import (
     SIGRTMAX,
     Bool,
@@ -36,6 +38,7 @@ from batchd.wire import (
     Str,
     WireError,
     limit,
+    shaped,
 )
 
 MAX_COUNT = 1_000_000
@@ -149,11 +152,11 @@ ENV = Map(Str("max_env_bytes", min_len=1, test=_env_name), Str("max_env_bytes"),
           null=True)
 ARGV = List(Str("max_env_bytes"), max_items=100_000, max_bytes="max_env_bytes", null=True)
 GPU_TYPE = Str(64, null=True)
-GPUS = Obj({"type": GPU_TYPE, "count": Int(0, MAX_COUNT)}, required=("count",), null=True)
-GRES = List(Obj({"name": Str(64, min_len=1), "type": GPU_TYPE, "count": Int(0, MAX_COUNT)},
-                required=("name", "count")), max_items=64, null=True)
-SIGNAL = Obj({"signal": Int(1, SIGRTMAX), "time_s": Int(0, 65535), "batch_only": FLAG}, required=("signal",),
-             null=True, what="an object {signal, time_s, batch_only}")
+GPUS = shaped(m.GpuCount, {"type": GPU_TYPE, "count": Int(0, MAX_COUNT)}, null=True)
+GRES = List(shaped(m.GresItem, {"name": Str(64, min_len=1), "type": GPU_TYPE, "count": Int(0, MAX_COUNT)}),
+            max_items=64, null=True)
+SIGNAL = shaped(m.SignalSpec, {"signal": Int(1, SIGRTMAX), "time_s": Int(0, 65535), "batch_only": FLAG},
+                null=True, what="an object {signal, time_s, batch_only}")
 
 
 def _nodes_range(spec: dict, path: str, lim: Mapping[str, Any] | None) -> None:
@@ -162,7 +165,7 @@ def _nodes_range(spec: dict, path: str, lim: Mapping[str, Any] | None) -> None:
         raise WireError(f"{path}.nodes_max", f"must be >= nodes_min ({lo})", hi)
 
 
-JOB_SPEC = Obj({
+JOB_SPEC = shaped(m.JobSpec, {
     "name": NAME_OR_NULL, "script": Str("max_script_bytes"), "script_path": PATH,
     "argv": ARGV, "workdir": PATH, "submit_dir": PATH, "environment": ENV, "export": Str("max_env_bytes", null=True),
     "account": NAME_OR_NULL, "partition": NAME_OR_NULL, "qos": NAME_OR_NULL, "comment": NAME_OR_NULL,
@@ -179,7 +182,7 @@ JOB_SPEC = Obj({
     "submit_token": Str(64, null=True), "uid": Int(0, MAX_UID, null=True), "gid": Int(0, MAX_UID, null=True),
 }, unknown="scalars", checks=(_nodes_range,), what="a job specification (an object)")
 
-UPDATE = Obj({
+UPDATE = shaped(m.JobUpdate, {
     "time_limit_s": Int(1, MAX_TIME_S, also={-1: "UNLIMITED"}), "nice": Int(-NICE_MAX, NICE_MAX),
     "account": Str(1024, min_len=1), "name": NAME, "comment": NAME_OR_NULL, "partition": Str(1024, min_len=1),
     "qos": Str(1024, min_len=1), "begin_time": UNIX, "nodelist": HOSTLIST, "exclude": HOSTLIST,
@@ -189,16 +192,16 @@ FILTER = Either(Str(65536), List(Str(1024), max_items=10_000), null=True)
 RESOURCES = Map(Str(128, min_len=1), Map(Str(64, min_len=1), Num(-1, 1e15)), null=True)
 SHARES = Either(Int(0, 2 ** 31 - 1), Enum("parent"), null=True)
 WHEN = Either(Str(64), Num(0, MAX_UNIX), null=True)
-PRICE = Obj({"tres": Str(128, min_len=1), "per_hour": Either(Str(64), Num(0, 1e15)), "currency": Str(16),
-             "valid_from": WHEN, "valid_to": WHEN}, required=("tres", "per_hour"), unknown="allow")
-ACCOUNT = Obj({"name": Str(256, min_len=1), "parent": Str(256, null=True), "priority": Int(-2 ** 31, 2 ** 31 - 1),
-               "shares": Int(0, 2 ** 31 - 1, null=True), "resources": RESOURCES,
-               "users": List(Str(256), null=True), "default_for": List(Str(256), null=True)},
-              required=("name",), unknown="allow")
-USER = Obj({"name": Str(256, min_len=1), "account": Str(256, min_len=1), "shares": SHARES, "default": FLAG},
-           required=("name", "account"), unknown="allow")
-ACCOUNTS_DOC = Obj({"account": List(ACCOUNT), "user": List(USER), "price": List(PRICE)}, unknown="allow",
-                   null=True)
+PRICE = shaped(m.PriceEntry, {"tres": Str(128, min_len=1), "per_hour": Either(Str(64), Num(0, 1e15)),
+                              "currency": Str(16), "valid_from": WHEN, "valid_to": WHEN}, unknown="allow")
+ACCOUNT = shaped(m.AccountEntry, {
+    "name": Str(256, min_len=1), "parent": Str(256, null=True), "priority": Int(-2 ** 31, 2 ** 31 - 1),
+    "shares": Int(0, 2 ** 31 - 1, null=True), "resources": RESOURCES, "users": List(Str(256), null=True),
+    "default_for": List(Str(256), null=True)}, unknown="allow")
+USER = shaped(m.UserEntry, {"name": Str(256, min_len=1), "account": Str(256, min_len=1), "shares": SHARES,
+                            "default": FLAG}, unknown="allow")
+ACCOUNTS_DOC = shaped(m.AccountsFile, {"account": List(ACCOUNT), "user": List(USER), "price": List(PRICE)},
+                      unknown="allow", null=True)
 
 # ---------------------------------------------------------------------------- queries
 Q_TEXT = Str(65536)
@@ -208,9 +211,9 @@ Q_END = Str(64, test=_end_text)
 Q_INT = Str(32, test=_int_text)
 
 
-def Q(**fields: Any) -> Obj:  # noqa: N802 - reads as a schema
-    """A query: its keys are strings; keys it does not name are ignored by the handlers."""
-    return Obj(fields, unknown="allow")
+def Q(shape: Any, **fields: Any) -> Obj:  # noqa: N802 - reads as a schema
+    """A query of `shape`: its keys are strings; keys it does not name are ignored by the handlers."""
+    return shaped(shape, fields, unknown="allow")
 
 
 def _step_query(q: dict, path: str, lim: Mapping[str, Any] | None) -> None:
@@ -218,63 +221,62 @@ def _step_query(q: dict, path: str, lim: Mapping[str, Any] | None) -> None:
         raise WireError("step_id", "is required with job_id")
 
 
-NO_QUERY = Q()
+NO_QUERY = Obj({}, unknown="allow")  # a route that reads no query (the keys are ignored)
 JOB_FILTERS = {"users": Q_TEXT, "accounts": Q_TEXT, "partitions": Q_TEXT, "states": Q_TEXT, "names": Q_TEXT,
                "qos": Q_TEXT}
 
 
-def _body(fields: dict[str, Any], required: tuple[str, ...] = ()) -> Obj:
-    return Obj(fields, required=required, what="a JSON object")
+def _body(shape: Any, fields: dict[str, Any], checks: tuple[Any, ...] = ()) -> Obj:
+    return shaped(shape, fields, what="a JSON object", checks=checks)
 
 
 REQUESTS: dict[tuple[str, str], Route] = {
     ("GET", "/v1/ping"): Route(NO_QUERY, None),
-    ("POST", "/v1/jobs"): Route(NO_QUERY, Obj({"spec": JOB_SPEC},
-                                              required=("spec",), unknown="scalars", what="a JSON object")),
-    ("GET", "/v1/jobs"): Route(Q(ids=Str(1 << 20, test=_job_ids), all=Q_FLAG, fold=Q_FLAG, nodes=HOSTLIST,
-                                 **JOB_FILTERS), None),
-    ("POST", "/v1/jobs/signal"): Route(NO_QUERY, _body({
+    ("POST", "/v1/jobs"): Route(NO_QUERY, shaped(m.SubmitRequest, {"spec": JOB_SPEC}, unknown="scalars",
+                                                 what="a JSON object")),
+    ("GET", "/v1/jobs"): Route(Q(m.JobsQuery, ids=Str(1 << 20, test=_job_ids), all=Q_FLAG, fold=Q_FLAG,
+                                 nodes=HOSTLIST, **JOB_FILTERS), None),
+    ("POST", "/v1/jobs/signal"): Route(NO_QUERY, _body(m.SignalRequest, {
         "ids": List(JOB_ID, max_items=100_000, null=True),
-        "filters": Obj({"users": FILTER, "accounts": FILTER, "names": FILTER, "states": FILTER,
-                        "partitions": FILTER, "qos": FILTER, "nodes": HOSTLIST}, null=True),
+        "filters": shaped(m.SignalFilters, {"users": FILTER, "accounts": FILTER, "names": FILTER, "states": FILTER,
+                                            "partitions": FILTER, "qos": FILTER, "nodes": HOSTLIST}, null=True),
         "signal": Int(0, SIGRTMAX, null=True), "batch_only": FLAG})),
-    ("POST", "/v1/jobs/hold"): Route(NO_QUERY, _body({"ids": JOB_IDS, "user": FLAG}, ("ids",))),
-    ("POST", "/v1/jobs/release"): Route(NO_QUERY, _body({"ids": JOB_IDS}, ("ids",))),
-    ("POST", "/v1/jobs/requeue"): Route(NO_QUERY, _body({"ids": JOB_IDS, "hold": FLAG}, ("ids",))),
-    ("POST", "/v1/jobs/update"): Route(NO_QUERY, _body({"ids": JOB_IDS, "changes": UPDATE}, ("ids",))),
-    ("GET", "/v1/accounting"): Route(Q(ids=Str(1 << 20, test=_job_ids), users=Q_TEXT, accounts=Q_TEXT,
-                                       states=Q_TEXT, names=Q_TEXT, partitions=Q_TEXT, qos=Q_TEXT,
+    ("POST", "/v1/jobs/hold"): Route(NO_QUERY, _body(m.HoldRequest, {"ids": JOB_IDS, "user": FLAG})),
+    ("POST", "/v1/jobs/release"): Route(NO_QUERY, _body(m.ReleaseRequest, {"ids": JOB_IDS})),
+    ("POST", "/v1/jobs/requeue"): Route(NO_QUERY, _body(m.RequeueRequest, {"ids": JOB_IDS, "hold": FLAG})),
+    ("POST", "/v1/jobs/update"): Route(NO_QUERY, _body(m.UpdateRequest, {"ids": JOB_IDS, "changes": UPDATE})),
+    ("GET", "/v1/accounting"): Route(Q(m.AccountingQuery, ids=Str(1 << 20, test=_job_ids), users=Q_TEXT,
+                                       accounts=Q_TEXT, states=Q_TEXT, names=Q_TEXT, partitions=Q_TEXT, qos=Q_TEXT,
                                        start=Q_NUMBER, end=Q_NUMBER, all_users=Q_FLAG, duplicates=Q_FLAG), None),
     ("GET", "/v1/nodes"): Route(NO_QUERY, None),
     ("GET", "/v1/snapshot"): Route(NO_QUERY, None),
-    ("POST", "/v1/steps"): Route(NO_QUERY, _body({
+    ("POST", "/v1/steps"): Route(NO_QUERY, _body(m.StepRequest, {
         "job_id": Int(1, MAX_ID), "argv": List(Str("max_env_bytes"), min_items=1, max_items=100_000,
                                                max_bytes="max_env_bytes"),
-        "ntasks": COUNT, "nodes": COUNT, "env": ENV, "cwd": PATH}, ("job_id", "argv"))),
-    ("GET", "/v1/steps"): Route(Obj({"job_id": Q_INT, "step_id": Q_INT}, unknown="allow",
-                                    checks=(_step_query,)), None),
-    ("POST", "/v1/steps/cancel"): Route(NO_QUERY, _body({"job_id": Int(1, MAX_ID), "step_id": Int(0, MAX_ID)},
-                                                        ("job_id", "step_id"))),
-    ("GET", "/v1/why"): Route(Obj({"job": JOB_ID_TEXT}, required=("job",), unknown="allow"), None),
+        "ntasks": COUNT, "nodes": COUNT, "env": ENV, "cwd": PATH})),
+    ("GET", "/v1/steps"): Route(shaped(m.StepsQuery, {"job_id": Q_INT, "step_id": Q_INT}, unknown="allow",
+                                       checks=(_step_query,)), None),
+    ("POST", "/v1/steps/cancel"): Route(NO_QUERY, _body(m.StepCancelRequest, {"job_id": Int(1, MAX_ID),
+                                                                             "step_id": Int(0, MAX_ID)})),
+    ("GET", "/v1/why"): Route(Q(m.WhyQuery, job=JOB_ID_TEXT), None),
     ("GET", "/v1/controller"): Route(NO_QUERY, None),
-    ("POST", "/v1/nodes/state"): Route(NO_QUERY, _body({
-        "node": Str(255, min_len=1), "action": Enum("drain", "resume", "down"), "reason": NAME_OR_NULL},
-        ("node", "action"))),
-    ("GET", "/v1/accounts"): Route(Q(slurm=Q_FLAG), None),
-    ("POST", "/v1/accounts/apply"): Route(NO_QUERY, _body({"doc": ACCOUNTS_DOC, "dry_run": FLAG}, ("doc",))),
-    ("POST", "/v1/accounts/modify"): Route(NO_QUERY, _body({
+    ("POST", "/v1/nodes/state"): Route(NO_QUERY, _body(m.NodeStateRequest, {
+        "node": Str(255, min_len=1), "action": Enum("drain", "resume", "down"), "reason": NAME_OR_NULL})),
+    ("GET", "/v1/accounts"): Route(Q(m.AccountsQuery, slurm=Q_FLAG), None),
+    ("POST", "/v1/accounts/apply"): Route(NO_QUERY, _body(m.ApplyRequest, {"doc": ACCOUNTS_DOC, "dry_run": FLAG})),
+    ("POST", "/v1/accounts/modify"): Route(NO_QUERY, _body(m.ModifyRequest, {
         "op": Enum("account.add", "account.modify", "account.remove", "user.add", "user.modify", "user.remove"),
         "name": Str(256, min_len=1), "parent": Str(256, null=True), "priority": Int(-2 ** 31, 2 ** 31 - 1, null=True),
         "shares": SHARES, "resources": RESOURCES, "account": Str(256, null=True), "default": FLAG,
-        "policy": Map(Str(64, min_len=1), Json(max_depth=3), null=True), "dry_run": FLAG}, ("op", "name"))),
+        "policy": Map(Str(64, min_len=1), Json(max_depth=3), null=True), "dry_run": FLAG})),
     # chargeback (batchd/accounting/routes.py)
-    ("GET", "/v1/report"): Route(Q(start=Str(64, test=_time_text), end=Str(64, test=_report_end_text),
+    ("GET", "/v1/report"): Route(Q(m.ReportQuery, start=Str(64, test=_time_text), end=Str(64, test=_report_end_text),
                                    month=Str(16, test=_month_text), tz=Str(64), by=Str(256), accounts=Q_TEXT,
-                                   users=Q_TEXT, spread_idle=Q_FLAG, daily=Q_FLAG, raw=Q_FLAG, zero_gpu_s=Q_NUMBER),
-                                 None),
+                                   users=Q_TEXT, spread_idle=Q_FLAG, daily=Q_FLAG, raw=Q_FLAG, zero_gpu_s=Q_NUMBER,
+                                   by_user=Q_FLAG), None),
     ("GET", "/v1/prices"): Route(NO_QUERY, None),
-    ("POST", "/v1/prices"): Route(NO_QUERY, _body({"prices": List(PRICE, min_items=1, max_items=10_000)},
-                                                  ("prices",))),
-    ("GET", "/v1/eff"): Route(Q(job=Str(64, test=_job_or_task)), None),
-    ("POST", "/v1/rollup"): Route(NO_QUERY, _body({})),
+    ("POST", "/v1/prices"): Route(NO_QUERY, _body(m.PricesRequest, {
+        "prices": List(PRICE, min_items=1, max_items=10_000)})),
+    ("GET", "/v1/eff"): Route(Q(m.EffQuery, job=Str(64, test=_job_or_task)), None),
+    ("POST", "/v1/rollup"): Route(NO_QUERY, _body(m.RollupRequest, {})),
 }

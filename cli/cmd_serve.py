@@ -21,7 +21,7 @@ def command(config_path, dev, nodes, log_level):
     restart of the daemon."""
     from batchd.config import load_config
     from batchd.daemon import Daemon
-    from batchd.errors import BatchdError
+    from batchd.errors import BatchdError, StoreError
     from batchd.journald import configure_logging, error_line
 
     configure_logging(log_level.upper())  # under journald: <N> priority prefixes
@@ -35,19 +35,30 @@ def command(config_path, dev, nodes, log_level):
                        f"{len(cfg.nodes)} node(s). Submit from this directory with sbatch.", err=True)
         d.run_forever()
     except BatchdError as e:
-        click.echo(error_line(f"batchd: error: {e.message}"), err=True)
+        # a database error (the store's StoreError, the driver's error its cause) is named
+        # by its cause on this node, as any other environmental failure below
+        if not (isinstance(e, StoreError) and e.__cause__ is not None and _fault_line(e.__cause__, cfg)):
+            click.echo(error_line(f"batchd: error: {e.message}"), err=True)
         sys.exit(1)
     except KeyError as e:
         click.echo(error_line(f"batchd: error: unknown node {e.args[0]!r} (not in the config)"), err=True)
         sys.exit(1)
     except Exception as e:
-        # the environment, not a bug: one line naming the cause (a full disk, a database
-        # lock held too long, a database that does not answer) instead of a traceback
-        from batchd.faults import cause
-
-        why = cause(e, (cfg.state_dir,) if cfg is not None else ())
-        if why is None:
+        if not _fault_line(e, cfg):
             raise
-        detail = str(getattr(e, "orig", None) or e).strip().splitlines()[0][:300]
-        click.echo(error_line(f"batchd: error: cannot start: {why} ({detail})"), err=True)
         sys.exit(1)
+
+
+def _fault_line(e, cfg):
+    """The environment, not a bug: print one line naming the cause of `e` (a full disk, a
+    database lock held too long, a database that does not answer) instead of a traceback;
+    False when `e` has no such cause."""
+    from batchd.faults import cause
+    from batchd.journald import error_line
+
+    why = cause(e, (cfg.state_dir,) if cfg is not None else ())
+    if why is None:
+        return False
+    detail = str(getattr(e, "orig", None) or e).strip().splitlines()[0][:300]
+    click.echo(error_line(f"batchd: error: cannot start: {why} ({detail})"), err=True)
+    return True

@@ -14,7 +14,7 @@ import logging
 import time
 from typing import Any
 
-import psutil  # type: ignore[import-untyped]
+import psutil
 
 from batchd.store import Store
 from batchd.store import accounting as sql

@@ -23,15 +23,19 @@ import datetime as _dt
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from batchd.accounting import efficiency
 from batchd.accounting.prices import PriceError, make_price
 from batchd.accounting.report import GROUPS, build_report
 from batchd.accounting.rollup import run_rollup
 from batchd.accounting.zones import UnknownZone, month_bounds_in, parse_time_in, zone_of
+from batchd.caller import Caller
 from batchd.errors import InvalidRequest, NotFound, PermissionDenied
 from batchd.store import accounting as sql
+
+if TYPE_CHECKING:
+    from batchd.service import Service
 
 ZERO_GPU_S_DEFAULT = 3600.0
 
@@ -69,7 +73,7 @@ def _month(text: str, zone: _dt.tzinfo) -> tuple[int, int]:
         raise InvalidRequest(f"month: {text!r} is not a month (YYYY-MM)") from None
 
 
-def visible_accounts(service: Any, caller: Any, asked: list[str] | None) -> list[str] | None:
+def visible_accounts(service: Service, caller: Caller, asked: list[str] | None) -> list[str] | None:
     """The accounts a caller's report may show: an administrator (root or the admin
     group) any (None = all); anyone else only the accounts they have an association
     with. A non-admin naming another account is refused (PermissionDenied)."""
@@ -84,7 +88,7 @@ def visible_accounts(service: Any, caller: Any, asked: list[str] | None) -> list
     return asked or mine or [""]
 
 
-def report(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[str, Any]:
+def report(service: Service, caller: Caller, q: dict[str, str], body: Any) -> dict[str, Any]:
     """GET /v1/report: month=YYYY-MM or start/end (unix seconds or dates in tz), tz (IANA
     zone, default the config's [report] timezone, else UTC). Non-admins see only the
     rows of their accounts, with idle capacity hidden (null: it depends on the other
@@ -107,8 +111,8 @@ def report(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[str,
         if g not in GROUPS:
             raise InvalidRequest(f"--by {g}: one of account, user, gpu-type, node")
     admin = service.is_admin(caller)
-    if q.get("spread_idle") == "1" and not admin:
-        raise PermissionDenied("only an administrator may spread idle capacity over accounts (--spread-idle)")
+    if q.get("spread_idle") == "1":
+        service.require_admin(caller, "spread idle capacity over accounts (--spread-idle)")
     accounts = visible_accounts(service, caller, _list(q, "accounts"))
     zero_s = float(q.get("zero_gpu_s") or getattr(service.cfg, "zero_gpu_flag_s", None) or ZERO_GPU_S_DEFAULT)
     rep = build_report(service.store, start=start, end=end, now=now, group_by=by,
@@ -128,7 +132,7 @@ def report(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[str,
     return rep
 
 
-def _budgets(service: Any, accounts: list[str] | None, now: float) -> list[dict[str, Any]]:
+def _budgets(service: Service, accounts: list[str] | None, now: float) -> list[dict[str, Any]]:
     """The GPU-hour budgets (GrpTRESMins, batchd.budget) of the accounts shown: per account
     and TRES its budget period, the limit and the use so far, in minutes as Slurm counts."""
     from batchd.budget import budget_used, period_start
@@ -150,14 +154,13 @@ def _budgets(service: Any, accounts: list[str] | None, now: float) -> list[dict[
     return out
 
 
-def prices(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[str, Any]:
+def prices(service: Service, caller: Caller, q: dict[str, str], body: Any) -> dict[str, Any]:
     ps = sql.list_prices(service.store)
     return {"prices": [p.to_json() for p in ps], "currency": ps[0].currency if ps else ""}
 
 
-def set_prices(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[str, Any]:
-    if not service.is_admin(caller):
-        raise PermissionDenied("only an administrator may set prices")
+def set_prices(service: Service, caller: Caller, q: dict[str, str], body: Any) -> dict[str, Any]:
+    service.require_admin(caller, "set prices")
     items = (body or {}).get("prices")
     if not isinstance(items, list) or not items:
         raise InvalidRequest("body needs a non-empty list of prices")
@@ -173,7 +176,7 @@ def set_prices(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[
     return {"added": len(new)}
 
 
-def eff(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[str, Any]:
+def eff(service: Service, caller: Caller, q: dict[str, str], body: Any) -> dict[str, Any]:
     text = q.get("job", "")
     head, _, task = text.partition("_")
     if not (head.isascii() and head.isdigit()) or (task and not (task.isascii() and task.isdigit())):
@@ -204,13 +207,12 @@ def eff(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[str, An
             "efficiency": e, "summary": efficiency.summary(e)}
 
 
-def rollup(service: Any, caller: Any, q: dict[str, str], body: Any) -> dict[str, Any]:
-    if not service.is_admin(caller):
-        raise PermissionDenied("only an administrator may start a rollup")
+def rollup(service: Service, caller: Caller, q: dict[str, str], body: Any) -> dict[str, Any]:
+    service.require_admin(caller, "start a rollup")
     return {"rolled": run_rollup(service.store)}
 
 
-ROUTES: dict[tuple[str, str], Callable[[Any, Any, dict[str, str], Any], Any]] = {
+ROUTES: dict[tuple[str, str], Callable[[Service, Caller, Any, Any], object]] = {
     ("GET", "/v1/report"): report,
     ("GET", "/v1/prices"): prices,
     ("POST", "/v1/prices"): set_prices,

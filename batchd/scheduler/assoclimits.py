@@ -142,18 +142,18 @@ def assoc_over(s: Any, j: Any, vec: dict[str, float]) -> str | None:
                 if v > 0 and used.get(r, 0.0) + v > m + EPS:
                     return "assoc:" + reason_for("per_user", r)
     if j.queue.name in s.assoc_leaves:
-        t = None
+        want: dict[str, float] | None = None
         for q in j.queue.path:
             why = s.budget_over.get(q.name)
             if why:
                 return "assoc:" + why
             lims = s.run_mins.get(q.name)
             if lims:
-                t = t or _request_tres(j)
+                want = want or _request_tres(j)
                 need_min = j.time_limit / 60.0 if j.time_limit else UNBOUNDED
                 used = s.run_used.get(q.name, {})
                 for r, m in lims.items():
-                    need = t.get(r, 0.0) * need_min
+                    need = want.get(r, 0.0) * need_min
                     if need > 0 and used.get(r, 0.0) + need > m + EPS:
                         return "assoc:" + reason_for("run_mins", r)
     return None

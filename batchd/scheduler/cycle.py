@@ -61,7 +61,7 @@ def _priorities(raw: dict, policy: dict) -> dict[str, int]:
         # the caller computed them already (the daemon stores them on the jobs too)
         return {str(k): int(v) for k, v in given.items()}
     try:
-        from batchd.priority import job_priorities  # type: ignore[attr-defined]
+        from batchd.priority import job_priorities
     except ImportError:
         return {}
     out = job_priorities(raw, policy)
@@ -114,10 +114,10 @@ def _decide(snapshot: Snapshot, policy: dict | None) -> Decisions:
         alloc = {tk.node.name: tk.as_allocation() for tk in j.takes or []}
         out.start.append({"job": j.id, "allocation": alloc, "after": list(after),
                           "charge": s.gres_charge(j.takes or []).to_json()})
-    for v, reason, for_job, pol in s.preempts:
+    for v, reason, for_job, rule in s.preempts:
         if preempting_for(v) == str(for_job.id):
             continue  # already being preempted for this job: no new decision
-        out.preempt.append({"job": v.id, "reason": reason, "for": for_job.id, **({"policy": pol} if pol else {})})
+        out.preempt.append({"job": v.id, "reason": reason, "for": for_job.id, **({"policy": rule} if rule else {})})
     left = [j for j in s.pending if not j.started] + s.ineligible
     left.sort(key=lambda j: (j.spec.submit_time, j.idk))
     for j in left:

@@ -143,7 +143,7 @@ class Solver:
             return False
         key = s.over_limit(j, j.R)
         blocked = key is not None
-        if blocked and (key.startswith(("np:", "assoc:")) or key in ("qos", "array") or not own):
+        if key is not None and (key.startswith(("np:", "assoc:")) or key in ("qos", "array") or not own):
             return False
         if not self.idle_ok and not blocked and self._may_fit(j, [], False):
             return False

@@ -29,6 +29,13 @@ from .snapshot import PENDING_STATES, Snapshot
 class Session:
     """Nodes, accounts and jobs of one cycle, with undoable `start`/`evict`."""
 
+    # association limits and budgets, set by `assoclimits.assoc_setup` (see there)
+    assoc_policies: bool
+    run_mins: dict[str, dict[str, float]]
+    run_used: dict[str, dict[str, float]]
+    budget_over: dict[str, str]
+    assoc_leaves: set[str]
+
     def __init__(self, snap: Snapshot, policy: dict, priorities: dict[str, int]):
         self.snap = snap
         self.policy = policy

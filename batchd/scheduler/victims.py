@@ -192,7 +192,8 @@ class Victims:
         """(candidates that may be victims now, those protected by their minimum runtime)."""
         if not self.timed:
             return cands, []
-        ok, young = [], []
+        ok: list[JobRT] = []
+        young: list[JobRT] = []
         for v in cands:
             kind = PREEMPT if v.queue is j.queue else RECLAIM
             (young if self.protected_for(v, kind) > 0 else ok).append(v)

@@ -1,5 +1,7 @@
 """All SQL of batchd. One public method = one transaction; methods take and return the
-plain dataclasses of `batchd.model`, never ORM rows.
+plain dataclasses of `batchd.model`, never ORM rows. A database error leaves the store as
+a `batchd.errors.StoreError` naming its cause (`batchd.store.dberrors`), never as a
+SQLAlchemy exception.
 
 SQLite (embedded default, WAL, file mode 0600, only the daemon opens it) and
 PostgreSQL (several nodes) run the same code.
@@ -38,6 +40,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from batchd.model import Account, Job, Node, SubmitFacts, UsageRec, from_row
 from batchd.store import submitpath
+from batchd.store.dberrors import translated
 from batchd.store.groupcommit import GroupCommit
 from batchd.store.tables import (
     AccountRow,
@@ -183,30 +186,33 @@ class Store:
         # job id -> (stored request text, decoded): snapshot_jobs' memo, replaced whole
         self._request_memo: dict[int, tuple[str, dict[str, Any]]] = {}
 
+    # The four transactions below are where every public store function meets the
+    # database: a driver error inside one, or at its BEGIN or COMMIT, leaves as a
+    # StoreError (batchd.store.dberrors), after the rollback.
     @contextmanager
     def tx(self) -> Iterator[Session]:
         """A write transaction (BEGIN IMMEDIATE on SQLite), committed at the end."""
-        with self._write_lock, self._session.begin() as s:
+        with translated(), self._write_lock, self._session.begin() as s:
             yield s
 
     @contextmanager
     def read(self) -> Iterator[Session]:
         """A read-only transaction: on SQLite a deferred BEGIN (one consistent snapshot, no
         write lock); on PostgreSQL the same as `tx`. Writing in it is a bug."""
-        with self._read_session.begin() as s:
+        with translated(), self._read_session.begin() as s:
             yield s
 
     @contextmanager
     def core_tx(self) -> Iterator[Connection]:
         """`tx` on a plain Core connection, for the request path's hot statements (the ORM
         session's own bookkeeping costs more than those statements)."""
-        with self._write_lock, self.engine.begin() as conn:
+        with translated(), self._write_lock, self.engine.begin() as conn:
             yield conn
 
     @contextmanager
     def core_read(self) -> Iterator[Connection]:
         """`read` on a plain Core connection."""
-        with self._read_engine.begin() as conn:
+        with translated(), self._read_engine.begin() as conn:
             yield conn
 
     def close(self) -> None:
@@ -329,7 +335,8 @@ class Store:
             return jobs, False
 
         if self._group is not None:  # SQLite: concurrent submissions share one commit (fsync)
-            return self._group.run(body)
+            with translated():  # a body's own failure comes back from its savepoint untranslated
+                return self._group.run(body)
         with self.core_tx() as conn:
             return body(conn)
 

@@ -169,8 +169,9 @@ def list_folded_view_jobs(store: Store, q: JobQuery, spec_keys: Sequence[str], r
                   .where(*_conditions(replace(q, pending_tasks=True))).order_by(JobRow.id))
     with store.read() as s:
         others = picked(_load(s, store, replace(q, pending_tasks=False), spec_keys, request_keys))
+        # pending_tasks: array tasks only, so both array columns are set
         tasks = [(int(a), int(b), int(c)) for a, b, c in s.execute(tasks_stmt)
-                 if pick is None or pick(a, b, c)]
+                 if b is not None and c is not None and (pick is None or pick(a, b, c))]
         first: dict[int, tuple[int, int]] = {}
         for jid, aj, task in tasks:
             if aj not in first or task < first[aj][0]:

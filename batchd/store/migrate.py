@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 
 import batchd.migrations
 from batchd.errors import StoreError
+from batchd.store.dberrors import translated
 
 
 def _alembic_config() -> AlembicConfig:
@@ -28,7 +29,7 @@ def head_revision() -> str:
 
 
 def current_revision(engine: Engine) -> str | None:
-    with engine.connect() as conn:
+    with translated(), engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
 
 
@@ -40,7 +41,7 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     transaction-level advisory lock, so when several nodes run `batchd migrate` at once
     one migrates and the others wait, then find the schema at head and do nothing."""
     cfg = _alembic_config()
-    with engine.begin() as conn:
+    with translated(), engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATE_LOCK_KEY})")
         cfg.attributes["connection"] = conn
@@ -48,7 +49,8 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 
 
 def check_at_head(engine: Engine) -> None:
-    """Raise StoreError (what to run) unless the database is at the head revision."""
+    """Raise StoreError (what to run; code "StoreError") unless the database is at the head
+    revision; a database that cannot be read is a StoreError of batchd.store.dberrors."""
     cur, head = current_revision(engine), head_revision()
     if cur != head:
         state = "empty (no schema)" if cur is None else f"at revision {cur}"

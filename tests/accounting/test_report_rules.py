@@ -17,6 +17,7 @@ from batchd.accounting.routes import report as report_route
 from batchd.config import parse_config
 from batchd.errors import ConfigError, InvalidRequest, PermissionDenied
 from batchd.model import Node
+from batchd.service import Service
 from batchd.store import NOT_RESPONDING
 from batchd.store import accounting as sql
 
@@ -157,8 +158,10 @@ def test_drained_and_down_node_time_is_down_not_idle(store):
 
 
 # ------------------------------------------------------------------ --tz and who sees what
-class _Service:
-    def __init__(self, store, admins=(), tz="UTC"):
+class _Service(Service):
+    """The service's authorization (require_admin) over a stub identity: admins by name."""
+
+    def __init__(self, store, admins=(), tz="UTC"):  # the stub needs no config or daemon
         self.store = store
         self.cfg = SimpleNamespace(cluster_name="c", report_timezone=tz, zero_gpu_flag_s=3600.0)
         self.admins = set(admins)

@@ -4,8 +4,10 @@ import os
 
 import pytest
 
-from batchd.config import load_config, parse_config
+from batchd import configkeys as keys
+from batchd.config import LIMITS, load_config, parse_config
 from batchd.errors import ConfigError
+from batchd.priority.policy import DEFAULT_POLICY
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NODE = {"node": [{"name": "n1", "cpus": 4, "memory_mb": 1000}]}
@@ -75,3 +77,124 @@ def test_qos_min_runtimes():
     with pytest.raises(ConfigError) as e:
         parse_config({**NODE, "qos": [{"name": "q", "min_runtime_preempt_s": 1.5}]})
     assert e.value.message.endswith(": qos[0].min_runtime_preempt_s: must be an integer >= 0, got 1.5")
+
+
+N1 = {"name": "n1", "cpus": 4, "memory_mb": 1000}
+# (table, a config with one wrong key, the key's path, the words the message ends with)
+TYPOS = [
+    ("top", {"clustr_name": "x"}, "clustr_name", 'unknown key at the top level (did you mean "cluster_name"?)'),
+    ("scheduler", {"scheduler": {"intervl_s": 5}}, "scheduler.intervl_s",
+     'unknown key in [scheduler] (did you mean "interval_s"?)'),
+    ("priority", {"priority": {"weight_fairshre": 10000}}, "priority.weight_fairshre",
+     'unknown key in [priority] (did you mean "weight_fairshare"?)'),
+    ("accounting", {"accounting": {"rollup_interval": 60}}, "accounting.rollup_interval",
+     'unknown key in [accounting] (did you mean "rollup_interval_s"?)'),
+    ("report", {"report": {"time_zone": "UTC"}}, "report.time_zone",
+     'unknown key in [report] (did you mean "timezone"?)'),
+    ("limits", {"limits": {"max_conections": 9}}, "limits.max_conections",
+     'unknown key in [limits] (did you mean "max_connections"?)'),
+    ("node", {"node": [{**N1, "memory": 1}]}, "node[0].memory",
+     'unknown key in [[node]] (did you mean "memory_mb"?)'),
+    ("node.gpus", {"node": [{**N1, "gpus": [{"type": "h200", "cuont": 4}]}]}, "node[0].gpus[0].cuont",
+     'unknown key in a node\'s gpus entry (did you mean "count"?)'),
+    ("node.gpus.mig", {"node": [{**N1, "gpus": [{"type": "h200", "index": 0, "mig": [
+        {"profile": "1g.18gb", "uuid": "MIG-1", "profil": "x"}]}]}]}, "node[0].gpus[0].mig[0].profil",
+     'unknown key in a GPU\'s mig entry (did you mean "profile"?)'),
+    ("node.gpus.links", {"node": [{**N1, "gpus": [{"type": "h200", "index": 0, "links": {"nvlinks": [-1]}}]}]},
+     "node[0].gpus[0].links.nvlinks", 'unknown key in a GPU\'s links (did you mean "nvlink"?)'),
+    ("partition", {"partition": [{"name": "p", "max_tme": "1:00:00"}]}, "partition[0].max_tme",
+     'unknown key in [[partition]] (did you mean "max_time"?)'),
+    ("qos", {"qos": [{"name": "q", "preemptable": False}]}, "qos[0].preemptable",
+     'unknown key in [[qos]] (did you mean "preemptible"?)'),
+]
+
+
+@pytest.mark.parametrize("data, where, words", [t[1:] for t in TYPOS], ids=[t[0] for t in TYPOS])
+def test_a_typo_is_refused_in_every_table(data, where, words):
+    with pytest.raises(ConfigError) as e:
+        parse_config({**NODE, **data})
+    assert e.value.message == f"batchd.toml: {where}: {words}"
+
+
+def test_every_table_has_its_typo_case():
+    """Every table of the file but [gpu_aliases] (whose keys are GPU product names) has a
+    case in TYPOS: a new table needs its key list (batchd.configkeys) and a case here."""
+    tables = {k for k, v in FULL.items() if isinstance(v, dict | list)} - {"gpu_aliases"}
+    assert {t[0].split(".")[0] for t in TYPOS} == tables | {"top"}
+
+
+@pytest.mark.parametrize("data, where, home", [
+    ({"scheduler": {"decay_half_life_s": 3600}}, "scheduler.decay_half_life_s", "[priority]"),
+    ({"priority": {"kill_wait_s": 5}}, "priority.kill_wait_s", "[scheduler]"),
+    ({"priority": {"tres_billing_weights": "CPU=1.0"}}, "priority.tres_billing_weights", "[accounting]"),
+    ({"scheduler": {"max_connections": 9}}, "scheduler.max_connections", "[limits]"),
+    ({"scheduler": {"cluster_name": "x"}}, "scheduler.cluster_name", "at the top level"),
+], ids=["priority_key_in_scheduler", "scheduler_key_in_priority", "billing_weights_in_priority",
+        "limit_in_scheduler", "top_key_in_scheduler"])
+def test_a_key_of_another_table_says_where_it_belongs(data, where, home):
+    with pytest.raises(ConfigError) as e:
+        parse_config({**NODE, **data})
+    assert e.value.message.startswith(f"batchd.toml: {where}: unknown key in ")
+    assert e.value.message.endswith(f"(it belongs {home if home.startswith('at') else 'in ' + home})")
+
+
+def test_the_priority_keys_are_the_policy_keys():
+    assert set(keys.PRIORITY) == set(DEFAULT_POLICY) - {"tres_billing_weights"}
+
+
+SCHEDULER = {"interval_s": 5, "cycle_min_gap_ms": 50, "kill_wait_s": 30, "grace_time_s": 60,
+             "def_mem_per_cpu_mb": 1024, "enforce_memory": True, "node_timeout_s": 30, "min_job_age_s": 300,
+             "spool_keep_s": 3600, "budget_recount_s": 60, "passes": ["allocate"], "placement": "spread",
+             "backfill": False, "backfill_max_reservations": 5, "quota_reclaim_by_priority": True,
+             "reclaimer_saturation_multiplier": 1.5, "fairshare_k_value": 0.5}
+GPUS = [{"type": "h200", "index": 0, "uuid": "GPU-0", "slices": 7, "memory_mb": 1, "minor": 0, "numa": 0,
+         "cpus": [0], "links": {"nvlink": [-1], "nvlink_p2p": [False], "pcie": [0]},
+         "mig": [{"profile": "1g.18gb", "uuid": "MIG-0", "slices": 1, "parent_slices": 7, "memory_mb": 1}]},
+        {"type": "l4", "count": 2}]
+#: a config with every key of every table
+FULL = {
+    "cluster_name": "c", "scheduler": SCHEDULER,
+    "priority": {k: v for k, v in DEFAULT_POLICY.items() if k != "tres_billing_weights"},
+    "accounting": {"tres_billing_weights": "CPU=1.0", "sample_interval_s": 30, "rollup_interval_s": 300,
+                   "zero_gpu_flag_s": 3600},
+    "report": {"timezone": "UTC"}, "limits": {k: d for k, (d, _) in LIMITS.items()},
+    "gpu_aliases": {"NVIDIA H200": "h200"},
+    "node": [{**N1, "gpus": GPUS, "features": ["ib"]}],
+    "partition": [{"name": "p", "nodes": ["n1"], "default": True, "max_time": "1-00:00:00",
+                   "default_time": "1:00:00", "priority_job_factor": 2}],
+    "qos": [{"name": "q", "priority": 5, "preemptible": False, "usage_factor": 2.0, "max_gpus_per_user": 4,
+             "grace_time_s": 30, "min_runtime_reclaim_s": 60, "min_runtime_preempt_s": 60}]}
+
+
+def test_every_known_key_loads():
+    """Every key of every table is accepted (with a value of its kind)."""
+    assert set(SCHEDULER) == set(keys.SCHEDULER) and set(FULL["priority"]) == set(keys.PRIORITY)
+    assert set(GPUS[0]) | {"count"} == set(keys.GPU) and set(GPUS[0]["mig"][0]) == set(keys.MIG)
+    assert set(FULL["node"][0]) == set(keys.NODE) and set(FULL["partition"][0]) == set(keys.PARTITION)
+    assert set(FULL["qos"][0]) == set(keys.QOS) and set(FULL["accounting"]) == set(keys.ACCOUNTING)
+    cfg = parse_config(FULL)
+    assert cfg.scheduler == SCHEDULER and cfg.priority == FULL["priority"] and cfg.qos[-1].name == "q"
+
+
+def test_every_config_the_examples_and_docs_hold_loads():
+    """The example configs and the docs' config blocks use known keys only."""
+    import glob
+    import re
+    import tomllib
+
+    loaded = 0
+    for f in sorted(glob.glob(os.path.join(ROOT, "examples", "*.toml"))):
+        with open(f, "rb") as fh:
+            data = tomllib.load(fh)
+        if "node" in data:  # a daemon config (the others are accounts files)
+            parse_config(data, f)
+            loaded += 1
+    for f in [os.path.join(ROOT, "README.md"), *sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))]:
+        with open(f) as fh:
+            text = fh.read()
+        for block in re.findall(r"```toml\n(.*?)```", text, re.S):
+            data = tomllib.loads(block)
+            if set(data) & {"scheduler", "priority", "accounting", "node", "partition", "qos", "limits"}:
+                parse_config({**NODE, **data}, f)
+                loaded += 1
+    assert loaded >= 3

@@ -62,8 +62,9 @@ def _service(tmp_path: Path, decisions: dict):
 
     ctl = _controller(tmp_path)
     _jobs(ctl.store)
-    svc = Service(ctl.cfg, ctl.store, snapshot=lambda: ctl.snapshot(T))
-    svc.last_decisions = lambda: decisions  # type: ignore[attr-defined]  (as the daemon sets it)
+    holder = {"decisions": decisions}  # the controller's last decisions, as the daemon hands them over
+    svc = Service(ctl.cfg, ctl.store, snapshot=lambda: ctl.snapshot(T), decisions=lambda: holder["decisions"])
+    svc.holder = holder  # type: ignore[attr-defined]
     return svc
 
 
@@ -83,7 +84,7 @@ def test_why_shows_the_policy_of_the_last_cycles_preemption_else_the_stored_mark
     svc = _service(tmp_path, dec)
     assert "  preempted for job 2 (preempt, policy within_account=lower_priority)" in explain(svc, "1")["lines"]
     assert "  preempts job 1 (preempt, policy within_account=lower_priority)" in explain(svc, "2")["lines"]
-    svc.last_decisions = lambda: {}  # type: ignore[attr-defined]  (a later cycle: only the stored job says it)
+    svc.holder["decisions"] = {}  # a later cycle: only the stored job says it
     assert "  preempted for job 2: it is being stopped" in explain(svc, "1")["lines"]
     assert "  jobs were preempted for it: it starts when their devices are free" in explain(svc, "2")["lines"]
     assert not any("preempt" in x for x in explain(svc, "3")["lines"][2:])

@@ -36,7 +36,8 @@ def service(tmp_path):
                            request={"tasks": 1, "per_task": {"cpu": 1}}, start_time=time.time(),
                            allocation={"n1": {"tasks": 1, "gpus": [], "cpus": 1, "memory_mb": 100}},
                            node_list="n1", tres_alloc="cpu=1,mem=100M,node=1")])
-    yield SimpleNamespace(store=store, is_admin=lambda c: True, wake=lambda: None)
+    yield SimpleNamespace(store=store, is_admin=lambda c: True, require_owner=lambda c, j, message="": None,
+                          wake=lambda: None)
     store.close()
 
 
