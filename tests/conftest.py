@@ -64,3 +64,21 @@ def db_url(request, tmp_path):
         sqlalchemy.pool.clear_managers() if hasattr(sqlalchemy.pool, "clear_managers") else None
         with psycopg.connect(conninfo, autocommit=True) as c:
             c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+#: Test tiers (docs/testing.md): every test under tests/<folder>/ gets these markers, so
+#: `-m "not e2e and not cluster"` selects the fast tier without a mark in each file.
+#: Tests that need root elsewhere, and the slow ones, carry their marks where they are.
+TIER_MARKERS: dict[str, tuple[str, ...]] = {
+    "e2e": ("e2e",),
+    "cluster": ("cluster",),
+    "systemd": ("root",),  # besides its own `systemd` marker
+}
+
+
+def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-untyped-def]
+    tests = os.path.dirname(os.path.abspath(__file__))
+    for item in items:
+        rel = os.path.relpath(str(item.path), tests).split(os.sep)
+        for name in TIER_MARKERS.get(rel[0], ()) if len(rel) > 1 else ():
+            item.add_marker(name)

@@ -32,6 +32,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 pytestmark = [
+    pytest.mark.root,
     pytest.mark.skipif(os.geteuid() != 0, reason="the install test runs as root: it creates users and "
                        "starts a production (non-dev) daemon that runs jobs as them"),
     pytest.mark.skipif(shutil.which("systemd-tmpfiles") is None or shutil.which("useradd") is None
