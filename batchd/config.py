@@ -29,7 +29,8 @@ Layout (every key optional unless marked):
                   min_job_age_s = 300 (Slurm's MinJobAge: how long an ended job stays in
                   squeue, scontrol and scancel; sacct keeps it), spool_keep_s = 3600 (how
                   long a node keeps an ended run's spool directory, its script and records,
-                  once its usage is stored; 0 = purge at the next minute's pass),
+                  once its usage is stored, and the srun step tasks of an ended run; 0 =
+                  purge at the next minute's pass),
                   cycle_min_gap_ms = 50 (while wake-ups keep coming, a scheduling cycle starts
                   at most this long, or the last cycle's own duration if longer, after the
                   previous one ended: a burst of submissions shares one cycle; a wake-up
