@@ -22,15 +22,15 @@ import importlib.util
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+
+from tests.harness import serve_argv, socket_exists, start_daemon, stop_daemon
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared"
@@ -102,15 +102,8 @@ class JudgeRun:
         self.out = workdir / "judge.json"
         self.log = workdir / "judge.log"
         sock = workdir / ".batchd" / "batchd.sock"
-        with open(workdir / "daemon.log", "wb") as dlog:
-            self.daemon = subprocess.Popen(
-                [str(BIN / "batchd"), "serve", "--dev", "--config", str(CONFIG)], cwd=workdir,
-                stdin=subprocess.DEVNULL, stdout=dlog, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 60
-        while not sock.exists():
-            if self.daemon.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"daemon did not start:\n{(workdir / 'daemon.log').read_text()[-3000:]}")
-            time.sleep(0.1)
+        self.daemon = start_daemon(serve_argv("--dev", "--config", str(CONFIG)), cwd=workdir, env=os.environ,
+                                   log=workdir / "daemon.log", ready=socket_exists(sock), timeout_s=60, poll_s=0.1)
         args = [sys.executable, str(JUDGE), "--bin", str(BIN), "--node", NODE, "--cases", str(CASES),
                 "-v", "--json", str(self.out)]
         if only is not None:
@@ -139,13 +132,7 @@ class JudgeRun:
         if self.judge.poll() is None:
             self.judge.kill()
             self.judge.wait()
-        if self.daemon.poll() is None:
-            self.daemon.send_signal(signal.SIGTERM)
-            try:
-                self.daemon.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.daemon.kill()
-                self.daemon.wait()
+        stop_daemon(self.daemon, timeout_s=20)
 
 
 @pytest.fixture(scope="module")
