@@ -100,10 +100,27 @@ def socket_exists(sock: Path) -> Callable[[], bool]:
     return sock.exists
 
 
-def end_supervisors(root: Path | str, sig: str = "TERM") -> None:
-    """Signal every job supervisor whose command line names `root` (what a test's daemon
-    under `root` left running)."""
-    subprocess.run(["pkill", f"-{sig}", "-f", f"batchd[.]supervisor .*{root}"], check=False)
+def end_supervisors(root: Path | str) -> None:
+    """End what a test's daemons under `root` left running: each run's job (its process
+    group, recorded in the run's `started.json`) and its supervisor (which ignores SIGTERM
+    by design, so SIGKILL). Jobs the test cancelled through the daemon are gone already."""
+    import json
+
+    from batchd.spool import start_ticks
+
+    for started in Path(root).glob("**/spool/job.*/started.json"):
+        try:
+            rec = json.loads(started.read_text())
+            pgid, ticks = int(rec.get("pgid") or 0), int(rec.get("start_ticks") or 0)
+        except (OSError, ValueError):
+            continue
+        # the same process, not a later one that got its pid: its start time since boot
+        if pgid > 1 and ticks and start_ticks(pgid) == ticks:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    subprocess.run(["pkill", "-KILL", "-f", f"batchd[.]supervisor .*{root}"], check=False)
 
 
 def copy_wheel_sources(dest: Path) -> Path:

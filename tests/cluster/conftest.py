@@ -127,7 +127,7 @@ def pgcluster(pg_base_url):
     finally:
         for n in list(c_.procs):
             c_.kill(n, signal.SIGTERM)
-        end_supervisors(root, "KILL")
+        end_supervisors(root)
         shutil.rmtree(root, ignore_errors=True)
         with psycopg.connect(conninfo, autocommit=True) as c:
             c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
