@@ -84,7 +84,7 @@ POST /v1/jobs/update               body {"ids": [str], "changes": {"time_limit_s
 GET  /v1/accounting?QUERY          -> {"records": [ACCT_ROW]}; QUERY: ids, users, accounts, states,
                                    start, end (unix), all_users=1, duplicates=1
 GET  /v1/nodes                     -> {"nodes": [NODE_VIEW], "partitions": [PARTITION_VIEW]}
-GET  /v1/snapshot                  -> the scheduler snapshot of DESIGN.md section 5 (plus "users",
+GET  /v1/snapshot                  -> the scheduler snapshot of docs/snapshot.md (plus "users",
                                    "usage"); used by `batchd plan --dump`, sshare and sprio.
 GET  /v1/priorities                -> {"jobs": [PRIORITY_VIEW], "weights": {...}} (sprio)
 GET  /v1/shares                    -> {"rows": [SHARE_ROW]} (sshare)
