@@ -76,7 +76,18 @@ from typing import Any
 from batchd.errors import ConfigError
 
 SYSTEM_CONFIG = "/etc/batchd/batchd.toml"
-EXAMPLE_CONFIG = Path(__file__).resolve().parent.parent / "examples" / "cluster-16gpu.toml"
+
+
+def _examples_dir() -> Path:
+    """examples/: inside the package where a wheel installed it (batchd/examples, package
+    data), else beside the package in a checkout (an editable install)."""
+    here = Path(__file__).resolve().parent
+    installed = here / "examples"
+    return installed if installed.is_dir() else here.parent / "examples"
+
+
+#: the 16-GPU example, the config of `batchd serve --dev` without --config
+EXAMPLE_CONFIG = _examples_dir() / "cluster-16gpu.toml"
 
 # the keys of [limits]: name -> (default, minimum); a float default allows a fractional value
 LIMITS: dict[str, tuple[int | float, int | float]] = {
