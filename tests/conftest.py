@@ -68,7 +68,8 @@ def db_url(request, tmp_path):
 
 #: Test tiers (docs/testing.md): every test under tests/<folder>/ gets these markers, so
 #: `-m "not e2e and not cluster"` selects the fast tier without a mark in each file.
-#: Tests that need root elsewhere, and the slow ones, carry their marks where they are.
+#: Tests that need root elsewhere, and the slow ones, carry their marks where they are; a
+#: `slow` test belongs to the e2e tier (the tier of minutes), so the fast tier leaves it out.
 TIER_MARKERS: dict[str, tuple[str, ...]] = {
     "e2e": ("e2e",),
     "cluster": ("cluster",),
@@ -82,3 +83,5 @@ def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-unt
         rel = os.path.relpath(str(item.path), tests).split(os.sep)
         for name in TIER_MARKERS.get(rel[0], ()) if len(rel) > 1 else ():
             item.add_marker(name)
+        if item.get_closest_marker("slow") is not None and item.get_closest_marker("e2e") is None:
+            item.add_marker("e2e")

@@ -74,6 +74,10 @@ def recorded_cases() -> list[tuple[str, bool]]:
 
 CASE_LIST = recorded_cases()
 
+#: a dev daemon driven through the commands by the judge (about 40 s for the main run on
+#: two cores): the e2e tier, not the fast one (docs/testing.md)
+pytestmark = pytest.mark.e2e
+
 
 def _env(sock: Path) -> dict[str, str]:
     return {**os.environ, "BATCHD_SOCKET": str(sock)}
