@@ -30,6 +30,7 @@ from batchd.runsampler import RunSampler
 from batchd.spool import REQUEST, read_json
 from batchd.steps import StepRunner
 from batchd.store import Store
+from batchd.store import steps as step_store
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,8 @@ class Agent:
         # runs in the spool that the store no longer shows running here: the store gave
         # up on them (cancelled, or NODE_FAIL while this agent was away and requeued).
         # A live one is killed; an ended one is recorded unless the store has its end.
-        for job_id, run in self.runs.runs():
+        spooled = self.runs.runs()
+        for job_id, run in spooled:
             if (job_id, run) in live:
                 continue
             try:
@@ -123,6 +125,7 @@ class Agent:
                     raise
                 self._once(("orphan", job_id, run), logging.ERROR, "run bookkeeping failed job_id=%s run=%s "
                            "error=%s", job_id, run, _describe(e), exc_info=faults.cause(e) is None)
+        self._forget_except(live, live.union(spooled))
         self._purge()
         try:
             self.steps.step()
@@ -141,10 +144,20 @@ class Agent:
                 self._once.clear(("fault", why), "agent pass complete again (%s gone)", why)
         return ended
 
+    def _forget_except(self, running: set[tuple[int, int]], known: set[tuple[int, int]]) -> None:
+        """Drop what the agent keeps per run (job id, run) for runs that are neither
+        running here nor in the spool any more: ends normally pop their keys, but a run the
+        store ended elsewhere (NODE_FAIL, a cancel before launch) must not stay forever."""
+        self.sampler.retain(running)
+        for d in (self._sent, self._limits, self._strikes):
+            for key in [k for k in d if k not in known]:
+                del d[key]
+
     def _purge(self) -> None:
         """Every PURGE_PERIOD_S, delete the spool directories of runs collected more than
-        `[scheduler] spool_keep_s` ago (batchd.config; kept for debugging until then). The
-        store's launched_run, not the directory, keeps a run from starting twice."""
+        `[scheduler] spool_keep_s` ago (batchd.config; kept for debugging until then), and
+        the step tasks of ended runs that ended as long ago. The store's launched_run, not
+        the directory, keeps a run from starting twice."""
         now = time.time()
         if now - self._purged < PURGE_PERIOD_S:
             return
@@ -157,6 +170,15 @@ class Agent:
             return
         if n:
             log.info("spool purged runs=%s keep_s=%s", n, int(keep))
+        # the step tasks of ended runs go after the same time (their rows hold argv and env)
+        try:
+            n = step_store.purge_ended(self.store, sorted(self.nodes), now - keep)
+        except Exception as e:  # the store: the next purge tries again
+            self._once(("purge-steps", type(e).__name__), logging.ERROR, "step task purge failed error=%s",
+                       _describe(e))
+            return
+        if n:
+            log.info("step tasks purged tasks=%s keep_s=%s", n, int(keep))
 
     def log_failure(self, what: str) -> None:
         """Log the exception being handled at the top of the daemon's loop: a full disk,

@@ -32,7 +32,8 @@ Layout (every key optional unless marked):
                   min_job_age_s = 300 (Slurm's MinJobAge: how long an ended job stays in
                   squeue, scontrol and scancel; sacct keeps it), spool_keep_s = 3600 (how
                   long a node keeps an ended run's spool directory, its script and records,
-                  once its usage is stored; 0 = purge at the next minute's pass),
+                  once its usage is stored, and the srun step tasks of an ended run; 0 =
+                  purge at the next minute's pass),
                   cycle_min_gap_ms = 50 (while wake-ups keep coming, a scheduling cycle starts
                   at most this long, or the last cycle's own duration if longer, after the
                   previous one ended: a burst of submissions shares one cycle; a wake-up
@@ -81,7 +82,18 @@ from batchd import configkeys as keys
 from batchd.errors import ConfigError
 
 SYSTEM_CONFIG = "/etc/batchd/batchd.toml"
-EXAMPLE_CONFIG = Path(__file__).resolve().parent.parent / "examples" / "cluster-16gpu.toml"
+
+
+def _examples_dir() -> Path:
+    """examples/: inside the package where a wheel installed it (batchd/examples, package
+    data), else beside the package in a checkout (an editable install)."""
+    here = Path(__file__).resolve().parent
+    installed = here / "examples"
+    return installed if installed.is_dir() else here.parent / "examples"
+
+
+#: the 16-GPU example, the config of `batchd serve --dev` without --config
+EXAMPLE_CONFIG = _examples_dir() / "cluster-16gpu.toml"
 
 # the keys of [limits]: name -> (default, minimum); a float default allows a fractional value
 LIMITS: dict[str, tuple[int | float, int | float]] = {

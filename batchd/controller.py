@@ -64,7 +64,7 @@ class Controller:
 
     # ------------------------------------------------------------------ snapshot
     def snapshot(self, now: float | None = None) -> dict[str, Any]:
-        """The live cluster in the snapshot format of DESIGN.md section 5, plus, per
+        """The live cluster in the snapshot format of docs/snapshot.md, plus, per
         pending job, `eligible` and `reason` when it must not be considered. Safe on any
         thread while a cycle runs: it writes nothing on the controller (a job refused
         before stays out; one it cannot read is left out, and the next cycle refuses it)."""

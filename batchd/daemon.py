@@ -19,6 +19,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from batchd import nodehealth
@@ -305,8 +306,12 @@ class Daemon:
         self.store.close()
         log.info("batchd stopped (running jobs keep running)")
 
-    def run_forever(self) -> None:
+    def run_forever(self, on_ready: Callable[[], None] | None = None) -> None:
+        """Start (migrations in dev mode, then the socket), call `on_ready` once the socket
+        answers, and run until SIGTERM or SIGINT."""
         self.start()
+        if on_ready is not None:
+            on_ready()
         done = threading.Event()
 
         def _stop(signum: int, _frame: Any) -> None:

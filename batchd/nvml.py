@@ -100,7 +100,7 @@ class Inventory:
         return d
 
     def to_snapshot_gpus(self) -> list[dict[str, Any]]:
-        """The devices in the snapshot's device form (DESIGN.md section 5):
+        """The devices in the snapshot's device form (docs/snapshot.md):
         `{"index", "uuid", "type", "mig": [{"profile", "uuid"}]}`, in index order, plus
         placement extras the scheduler may use:
 

@@ -94,7 +94,7 @@ GET  /v1/accounting?AccountingQuery -> {"records": [ACCT_ROW]}; query: ids, user
                               partitions, qos, start, end (unix), all_users=1, duplicates=1 (without ids or
                               users a user sees their own jobs, root all)
 GET  /v1/nodes                -> {"nodes": [NODE_VIEW], "partitions": [PARTITION_VIEW]}
-GET  /v1/snapshot             -> the scheduler snapshot of DESIGN.md section 5 (plus "users", "usage",
+GET  /v1/snapshot             -> the scheduler snapshot of docs/snapshot.md (plus "users", "usage",
                               "qos", "partitions"); `batchd plan --dump`, sshare and sprio compute from it
 POST /v1/steps                OWNER. StepRequest {"job_id", "argv": [str], "ntasks": int | None, "nodes":
                               int | None, "env": {str: str}, "cwd": str} (srun inside a job) -> {"job_id",
@@ -114,7 +114,7 @@ POST /v1/accounts/apply       ADMIN. {"doc": ACCOUNTS_FILE, "dry_run": bool} -> 
                               "applied": bool} (`batchd apply`; batchd/accounts.py)
 POST /v1/accounts/modify      ADMIN. {"op": "account.add" | ... | "user.remove", "name", ...} -> as apply
                               (`batchd account ...`, `batchd user ...`, sacctmgr)
-GET  /v1/report?ReportQuery   -> the report of DESIGN.md section 7 (batchd/accounting/routes.py); a
+GET  /v1/report?ReportQuery   -> the report of docs/report.md (batchd/accounting/routes.py); a
                               non-admin sees the accounts they are a member of, without idle capacity;
                               spread_idle=1 is an administrator's
 GET  /v1/prices               -> {"prices": [{tres, per_hour, currency, valid_from, valid_to}], "currency"}

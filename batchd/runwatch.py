@@ -84,6 +84,8 @@ def poll(spool_dir: str, job_id: int, run: int) -> RunStatus:
                      start_time=float(started["start_time"]) if started else None)
 
 
+#: run directories whose "alive in another view" line was logged; a run's entry goes when
+#: it is collected
 _noted_views: set[str] = set()
 
 
@@ -169,8 +171,9 @@ class SpoolIndex:
 def collect(spool_dir: str, job_id: int, run: int) -> None:
     """Mark a run collected (its usage record is stored). The files stay for debugging
     until `purge_collected`; the directory keeps the run from ever being started again."""
-    path = os.path.join(jobdir_path(spool_dir, job_id, run), COLLECTED)
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    jobdir = jobdir_path(spool_dir, job_id, run)
+    os.close(os.open(os.path.join(jobdir, COLLECTED), os.O_WRONLY | os.O_CREAT, 0o600))
+    _noted_views.discard(jobdir)  # the run is over: its note is no longer needed
 
 
 def purge_collected(spool_dir: str, older_than_s: float = 7 * 86400) -> int:

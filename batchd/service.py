@@ -60,7 +60,7 @@ class Service(Submission, JobChanges):
         self._decisions = decisions
 
     def snapshot(self) -> dict[str, Any]:
-        """The live scheduler snapshot (DESIGN.md section 5), for plan --dump, sshare, sprio."""
+        """The live scheduler snapshot (docs/snapshot.md), for plan --dump, sshare, sprio."""
         if self._snapshot is None:
             raise NotFound("no snapshot source configured")
         return self._snapshot()

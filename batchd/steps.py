@@ -196,6 +196,8 @@ class StepRunner:
                     self._failed.add(key)
                     log.exception("step task bookkeeping failed job_id=%s step=%s procid=%s error=%s",
                                   t.job_id, t.step_id, t.procid, e)
+        # a task no longer active is no longer failing: keep only the active ones' keys
+        self._failed &= {(t.job_id, t.step_id, t.procid, t.run) for t in tasks}
         return len(tasks)
 
     def _step_task(self, t: step_store.Task, jobs: dict[int, Any]) -> None:

@@ -5,9 +5,10 @@ import json
 import click
 
 from batchd.cli.admin import call, parse_resource_opts
+from batchd.cli.helpfmt import SummaryGroup
 
 
-@click.group("account")
+@click.group("account", cls=SummaryGroup)
 def command():
     """Accounts (team queues): quotas, limits, over-quota weights, priority, shares."""
 

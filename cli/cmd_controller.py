@@ -5,9 +5,10 @@ import time
 import click
 
 from batchd.cli.admin import call
+from batchd.cli.helpfmt import SummaryGroup
 
 
-@click.group("controller")
+@click.group("controller", cls=SummaryGroup)
 def command():
     """The controller role (the daemon that schedules for the whole cluster)."""
 

@@ -11,6 +11,8 @@ from typing import Any
 
 import click
 
+from batchd.cli.helpfmt import SummaryGroup
+
 PCIE_NAMES = {0: "BRD", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 
 
@@ -98,12 +100,13 @@ def _print_static_node(name: str, gpus: list[dict[str, Any]]) -> None:
                        + (f"  MIG: {migs}" if migs else ""))
 
 
-@click.group(help="Inspect this node: its GPUs and the job isolation it offers.")
+@click.group(cls=SummaryGroup, help="Inspect this node: its GPUs and the job isolation it offers.")
 def command() -> None:
     pass
 
 
-@command.command("inventory")
+@command.command("inventory", short_help="What GPUs this node has: NVML discovery (devices, MIG, topology) or "
+                 "the config's static inventory.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="Show the nodes of this batchd.toml: static GPU lists as written, "

@@ -1,7 +1,7 @@
 """`batchd plan`: run one scheduling cycle on a snapshot file and print the decisions.
 
     batchd plan SNAPSHOT.json          readable tables
-    batchd plan --json SNAPSHOT.json   the decisions JSON of DESIGN.md section 5
+    batchd plan --json SNAPSHOT.json   the decisions JSON of docs/snapshot.md
     batchd plan -                      read the snapshot from stdin
     batchd plan --dump                 print the live cluster's snapshot (GET /v1/snapshot)
 
@@ -86,7 +86,7 @@ def _fail(msg: str) -> None:
     sys.exit(1)
 
 
-@click.command(help="Run one scheduling cycle on a snapshot (DESIGN.md section 5) and print the decisions. "
+@click.command(help="Run one scheduling cycle on a snapshot (docs/snapshot.md) and print the decisions. "
                     "SNAPSHOT is a JSON file, or - for stdin. --dump prints the live cluster's snapshot instead.")
 @click.option("--json", "as_json", is_flag=True, help="Print the decisions as JSON.")
 @click.option("--dump", is_flag=True, help="Fetch the live cluster's snapshot from the daemon and print it as JSON.")

@@ -7,6 +7,7 @@ import datetime as _dt
 import click
 
 from batchd.cli import client
+from batchd.cli.helpfmt import SummaryGroup
 
 
 def _day(ts: float | None) -> str:
@@ -16,7 +17,7 @@ def _day(ts: float | None) -> str:
     return d.strftime("%Y-%m-%d") if d.hour == 0 else d.strftime("%Y-%m-%dT%H:%M")
 
 
-@click.group(help="Chargeback prices: per TRES-hour (mem: per GiB-hour), per GPU type and MIG profile, "
+@click.group(cls=SummaryGroup, help="Chargeback prices: per TRES-hour (mem: per GiB-hour), per GPU type and MIG profile, "
                   "with validity periods, in one currency.")
 def command():
     pass

@@ -1,4 +1,4 @@
-"""`batchd report`: the bill of a period (see DESIGN.md section 7 and docs/report.md),
+"""`batchd report`: the bill of a period (see docs/report.md),
 from the daemon's hourly rollups plus running jobs up to now. Periods are in --tz (default
 the daemon's [report] timezone, else UTC); `--end` is exclusive; `--end now` counts the
 current partial hour."""
@@ -55,7 +55,9 @@ def _csv_opt(values: tuple[str, ...]) -> str:
     return ",".join(x.strip() for v in values for x in v.split(",") if x.strip())
 
 
-@click.command(help="Print the bill of a period: GPU-hours per type, CPU-hours, billing, cost, quota use (%), "
+@click.command(short_help="Print the bill of a period, by account, user, GPU type or node: GPU- and CPU-hours, "
+                          "billing, cost, quota use, idle capacity, GPU efficiency.",
+               help="Print the bill of a period: GPU-hours per type, CPU-hours, billing, cost, quota use (%), "
                     "borrowed and lent GPU-hours, idle and down capacity and GPU efficiency (%), by account "
                     "(default), user, GPU type or node, and the rate card it was computed with (each price in "
                     "force in the period, its validity and the part of the period it priced). The period "
@@ -93,7 +95,7 @@ def _csv_opt(values: tuple[str, ...]) -> str:
                    "counted_up_to (ISO 8601 UTC) and currency; percentages as plain numbers under a "
                    "header ending in (%); after an empty line, the rate card.")
 @click.option("--json", "fmt", flag_value="json",
-              help="The stable JSON object (DESIGN.md section 7), with the rate card as rate_card.")
+              help="The stable JSON object (docs/report.md), with the rate card as rate_card.")
 @click.option("--html", "fmt", flag_value="html", help="One self-contained HTML page with charts.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write to this file.")
 def command(month, start, end, tz, by, accounts, users, spread_idle, zero_gpu, fmt, output):

@@ -30,10 +30,12 @@ def command(config_path, dev, nodes, log_level):
     try:
         cfg = load_config(config_path, dev=dev)
         d = Daemon(cfg, list(nodes) or None)
-        if dev:
+
+        def listening() -> None:  # after the migrations, once the socket answers
             click.echo(f"batchd (dev) listening on {cfg.socket}; cluster {cfg.cluster_name}, "
                        f"{len(cfg.nodes)} node(s). Submit from this directory with sbatch.", err=True)
-        d.run_forever()
+
+        d.run_forever(on_ready=listening if dev else None)
     except BatchdError as e:
         # a database error (the store's StoreError, the driver's error its cause) is named
         # by its cause on this node, as any other environmental failure below

@@ -3,9 +3,10 @@
 import click
 
 from batchd.cli.admin import call
+from batchd.cli.helpfmt import SummaryGroup
 
 
-@click.group("user")
+@click.group("user", cls=SummaryGroup)
 def command():
     """Users' memberships of accounts (Slurm associations)."""
 

@@ -20,6 +20,8 @@ import importlib
 import io
 import re
 
+from batchd.cli.helpfmt import summary as command_summary
+
 SLURM = ("sbatch", "srun", "squeue", "scancel", "scontrol", "sacct", "sinfo", "sshare", "sprio", "sreport", "sacctmgr")
 LSF = ("bsub", "bjobs", "bkill")
 # command -> module under batchd.cli holding its option table (when not the command's own)
@@ -128,7 +130,7 @@ def _click_command(name: str, cmd) -> dict:
         ctx = click.Context(cmd)
         for sub in cmd.list_commands(ctx):
             subs.append(_click_command(sub, cmd.get_command(ctx, sub)))
-    return {"name": name, "summary": cmd.get_short_help_str(limit=200), "options": options,
+    return {"name": name, "summary": command_summary(cmd), "options": options,
             "subcommands": subs, "args": args, "choices": choices}
 
 

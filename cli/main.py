@@ -6,6 +6,8 @@ import importlib
 
 import click
 
+from batchd.cli.helpfmt import CONTEXT_SETTINGS, SummaryGroup
+
 # name -> module under batchd.cli that defines `command`
 SUBCOMMANDS = {
     "serve": "cmd_serve",
@@ -24,7 +26,7 @@ SUBCOMMANDS = {
 }
 
 
-class LazyGroup(click.Group):
+class LazyGroup(SummaryGroup):
     def list_commands(self, ctx):
         return sorted(n for n in SUBCOMMANDS if self._find(n) is not None)
 
@@ -44,7 +46,7 @@ class LazyGroup(click.Group):
         return None if m is None else m.command
 
 
-@click.group(cls=LazyGroup, help="batchd: Slurm-compatible batch scheduling and GPU accounting.")
+@click.group(cls=LazyGroup, context_settings=CONTEXT_SETTINGS, help="batchd: Slurm-compatible batch scheduling and GPU accounting.")
 @click.version_option(package_name="batchd")
 def main():
     pass

@@ -3,7 +3,7 @@
     sshare [-a] [-l] [-A ACCTS] [-u USERS] [-U] [-m] [-n] [-o FIELDS] [-p|-P] [--snapshot FILE]
 
 Computes locally from a snapshot: the live one from the daemon (`GET /v1/snapshot`)
-or, with `--snapshot FILE`, a `batchd plan` snapshot file (DESIGN.md section 5, with
+or, with `--snapshot FILE`, a `batchd plan` snapshot file (docs/snapshot.md, with
 its `users` and `usage` keys), so a tree and its usage can be replayed offline.
 Without `-a` or `-u`, user rows are those of the calling user (account rows are
 always shown, as Slurm does). Exit 0, 1 on an error.

@@ -240,3 +240,24 @@ def pytest_configure(config: pytest.Config) -> None:
 def outside_repo_guard(pytestconfig: pytest.Config) -> OutsideRepoGuard:
     """The session's guard (its `expected()` block is for the guard's own tests)."""
     return pytestconfig.pluginmanager.get_plugin(OutsideRepoGuard.plugin_name)
+
+
+#: Test tiers (docs/testing.md): every test under tests/<folder>/ gets these markers, so
+#: `-m "not e2e and not cluster"` selects the fast tier without a mark in each file.
+#: Tests that need root elsewhere, and the slow ones, carry their marks where they are; a
+#: `slow` test belongs to the e2e tier (the tier of minutes), so the fast tier leaves it out.
+TIER_MARKERS: dict[str, tuple[str, ...]] = {
+    "e2e": ("e2e",),
+    "cluster": ("cluster",),
+    "systemd": ("root",),  # besides its own `systemd` marker
+}
+
+
+def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-untyped-def]
+    tests = os.path.dirname(os.path.abspath(__file__))
+    for item in items:
+        rel = os.path.relpath(str(item.path), tests).split(os.sep)
+        for name in TIER_MARKERS.get(rel[0], ()) if len(rel) > 1 else ():
+            item.add_marker(name)
+        if item.get_closest_marker("slow") is not None and item.get_closest_marker("e2e") is None:
+            item.add_marker("e2e")

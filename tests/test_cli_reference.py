@@ -131,3 +131,24 @@ def test_zsh_script_covers_every_command(generated):
     if shutil.which("zsh"):
         r = subprocess.run(["zsh", "-n", str(ROOT / "completions" / "_batchd")], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("group", [(), ("account",), ("node",), ("price",), ("user",), ("controller",)],
+                         ids=lambda g: " ".join(("batchd", *g)))
+def test_help_lists_whole_summaries(group):
+    """`batchd --help` (and each subgroup's) gives every command's summary whole, wrapped
+    at a narrow terminal instead of cut with "...", the same text as docs/commands.md."""
+    from batchd.cli.helpfmt import summary
+    from batchd.cli.main import main
+
+    r = CliRunner().invoke(main, [*group, "--help"], terminal_width=60)
+    assert r.exit_code == 0, r.output
+    listing = r.output.split("Commands:", 1)[1]
+    assert "..." not in listing
+    squeezed = "".join(listing.split())  # wrapped lines (and a wrap after a hyphen) joined
+    cmd = main
+    for name in group:
+        cmd = cmd.get_command(None, name)
+    for name in cmd.list_commands(None):
+        text = summary(cmd.get_command(None, name))
+        assert "".join(f"{name} {text}".split()) in squeezed, (name, text)

@@ -80,3 +80,28 @@ def test_security_exposure_stays_at_the_documented_figure():
     assert float(m.group(1)) <= DOCUMENTED_EXPOSURE, p.stdout
     assert _security(unit, f"--threshold={round(DOCUMENTED_EXPOSURE * 10)}").returncode == 0
     assert f"{DOCUMENTED_EXPOSURE}" in (ROOT / "docs" / "hardening.md").read_text()
+
+
+def test_documentation_of_the_unit_is_installed_by_the_readme():
+    """Every `Documentation=` of the unit is a web address or a man page, or a file that
+    README's production install block installs (from this checkout)."""
+    import glob
+    import shlex
+
+    from tests.systemd.conftest import readme_install_block
+
+    installed: set[str] = set()
+    for line in readme_install_block().splitlines():
+        words = shlex.split(line.split("#", 1)[0])
+        if words[:1] == ["install"] and "-t" in words:
+            target = words[words.index("-t") + 1]
+            sources = [w for w in words[1:] if not w.startswith("-") and w not in (target, "0644")]
+            for src in sources:
+                for path in glob.glob(str(ROOT / src)):
+                    installed.add(f"{target}/{Path(path).name}")
+    docs = _unit()["Unit"]["Documentation"].split()
+    assert docs
+    for uri in docs:
+        if uri.startswith(("http://", "https://", "man:")):
+            continue
+        assert uri.startswith("file://") and uri[len("file://"):] in installed, (uri, sorted(installed))

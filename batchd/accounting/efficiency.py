@@ -1,8 +1,12 @@
 """Efficiency sampling of running jobs (the node agent calls these; `batchd eff` reads them).
 
-`sample_job(pids)` reads a job's process tree with psutil (CPU % since the previous
-sample of the same processes, resident memory) and, given the job's GPU devices and an
-NVML sampler (`batchd.gpusample.GpuSampler`), their utilisation and memory.
+`sample_job(pids, readings=...)` reads a job's process tree with psutil (CPU % since the
+previous sample of the same processes, resident memory) and, given the job's GPU devices
+and an NVML sampler (`batchd.gpusample.GpuSampler`), their utilisation and memory. The
+previous readings belong to the caller, one `CpuReadings` per run (`batchd.runsampler`
+keeps them and drops a run's when it ends); a sample leaves in them only the processes it
+saw, so the readings of ended processes are forgotten and the dict never outgrows the
+job's live process tree.
 `record_sample(store, job_id, run, sample)` folds one sample into the run's running
 averages and peaks, and tracks how long the job has held its GPUs at 0 % (the report
 flags runs above `zero_gpu_s`).
@@ -21,8 +25,9 @@ from batchd.store import accounting as sql
 
 log = logging.getLogger(__name__)
 
-# pid -> (process create time, cumulative CPU seconds, wall time of that reading)
-_last_cpu: dict[int, tuple[float, float, float]] = {}
+#: one run's previous CPU readings: pid -> (process create time, cumulative CPU seconds,
+#: wall time of that reading)
+CpuReadings = dict[int, tuple[float, float, float]]
 
 
 def _tree(pids: list[int]) -> list[psutil.Process]:
@@ -39,12 +44,16 @@ def _tree(pids: list[int]) -> list[psutil.Process]:
 
 
 def sample_job(pids: list[int], devices: list[str] | None = None, gpu_sampler: Any = None,
-               now: float | None = None) -> dict[str, Any]:
+               now: float | None = None, readings: CpuReadings | None = None) -> dict[str, Any]:
     """One sample of a job: {"time", "cpu_pct" (100 = one core busy, over the time since
-    the previous sample of these processes; 0 on the first), "rss_mb", "nprocs",
-    "gpu_util_pct" (mean over `devices`, None without NVML or devices), "gpu_mem_mb"
-    (sum)}. `pids` are the job's top processes; their descendants are included."""
+    the previous sample of these processes in `readings`; 0 on the first, and always 0
+    without `readings`), "rss_mb", "nprocs", "gpu_util_pct" (mean over `devices`, None
+    without NVML or devices), "gpu_mem_mb" (sum)}. `pids` are the job's top processes;
+    their descendants are included. `readings` (the caller's, one per run) is updated in
+    place and afterwards holds exactly the processes of this sample."""
     now = time.time() if now is None else now
+    last: CpuReadings = readings if readings is not None else {}
+    fresh: CpuReadings = {}
     cpu_pct = 0.0
     rss = 0.0
     procs = _tree(pids)
@@ -59,10 +68,13 @@ def sample_job(pids: list[int], devices: list[str] | None = None, gpu_sampler: A
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
         seen.add(p.pid)
-        prev = _last_cpu.get(p.pid)
+        prev = last.get(p.pid)
         if prev is not None and prev[0] == created and now > prev[2]:
             cpu_pct += max(0.0, cpu - prev[1]) / (now - prev[2]) * 100.0
-        _last_cpu[p.pid] = (created, cpu, now)
+        fresh[p.pid] = (created, cpu, now)
+    # the processes that ended since the last sample are forgotten here
+    last.clear()
+    last.update(fresh)
     out: dict[str, Any] = {"time": now, "cpu_pct": round(cpu_pct, 2), "rss_mb": round(rss, 1),
                            "nprocs": len(seen), "gpu_util_pct": None, "gpu_mem_mb": None}
     if devices and gpu_sampler is not None:
@@ -82,12 +94,6 @@ def sample_job(pids: list[int], devices: list[str] | None = None, gpu_sampler: A
             out["gpu_util_pct"] = round(sum(utils) / len(utils), 2)
         out["gpu_mem_mb"] = round(mem, 1)
     return out
-
-
-def forget(pids: list[int]) -> None:
-    """Drop the CPU readings of processes that ended (keeps the cache small)."""
-    for pid in pids:
-        _last_cpu.pop(pid, None)
 
 
 def _merge(old: dict[str, Any] | None, s: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """`batchd report`: the bill for a period, built from the hourly rollups plus what the
 rollup has not taken yet (records newer than its last run, and RUNNING jobs up to now).
 
-The result is the stable JSON object of DESIGN.md section 7. Money is computed exactly
+The result is the stable JSON object of docs/report.md ("The JSON object"). Money is computed exactly
 (Fractions of the Decimal prices) and rounded to cents once: the total is the exact
 sum rounded, and the rows' cents are allocated by largest remainder so that the rows
 add up to the total. The check: the same cost computed a second way, straight from the

@@ -2,7 +2,7 @@
 
     GET  /v1/report?start=&end=&month=&tz=&by=account,user&accounts=&users=&spread_idle=1&daily=1&raw=1&zero_gpu_s=
                    &by_user=1
-         -> the report object of DESIGN.md section 7 (start/end unix seconds or dates in
+         -> the report object of docs/report.md (start/end unix seconds or dates in
             tz, end also "now": the daemon's clock, the current partial hour included;
             month=YYYY-MM in tz; tz default [report] timezone, else UTC; default period:
             the current month up to now; non-admins: only their accounts, see `report`).

@@ -1,6 +1,6 @@
 """The association tree of a snapshot: accounts, user associations, shares, usage.
 
-Pure: no I/O, no clock. Built from a raw snapshot dict (DESIGN.md section 5).
+Pure: no I/O, no clock. Built from a raw snapshot dict (docs/snapshot.md).
 
 Snapshot keys read here
 -----------------------

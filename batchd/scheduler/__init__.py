@@ -1,4 +1,4 @@
-"""The pure scheduler: `decide(snapshot, policy) -> Decisions` (DESIGN.md section 5).
+"""The pure scheduler: `decide(snapshot, policy) -> Decisions` (docs/snapshot.md).
 
 No I/O, no clock, no logging: time comes in as `snapshot.now`. Use:
 

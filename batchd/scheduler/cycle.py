@@ -48,7 +48,7 @@ class Decisions:
     planned_start: dict[Any, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        """The JSON of DESIGN.md section 5 (plus `planned_start`, keyed by str(job id))."""
+        """The JSON of docs/snapshot.md (plus `planned_start`, keyed by str(job id))."""
         return {"start": [dict(s) for s in self.start], "preempt": [dict(p) for p in self.preempt],
                 "pending": [dict(p) for p in self.pending],
                 "fair_share": {a: dict(v) for a, v in self.fair_share.items()},

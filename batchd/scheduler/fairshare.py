@@ -13,7 +13,7 @@ accounts that share a parent divide the parent's fair share (the cluster total a
    in the offer, else only the whole units of the offer (`floor`), remembering the fraction.
 3. *leftovers*, after all buckets, walking the buckets again from the highest priority: one
    unit (or what is left) to each account holding a remembered fraction, largest fraction
-   first, then creation order, then name (kai_semantics.md; KAI's later versions hand out a
+   first, then creation order, then name (KAI's rule; KAI's later versions hand out a
    bucket's leftovers before the next bucket's rounds, which this deliberately does not).
 
 `requestable = min(request, limit)`; `request` = allocated plus pending demand. The result is

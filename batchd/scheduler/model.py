@@ -1,4 +1,4 @@
-"""The typed snapshot (DESIGN.md section 5) as `load_snapshot` builds it; see snapshot.py
+"""The typed snapshot (docs/snapshot.md) as `load_snapshot` builds it; see snapshot.py
 for the format, its defaults and extensions."""
 
 from __future__ import annotations

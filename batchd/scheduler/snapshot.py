@@ -1,15 +1,15 @@
 """The scheduler's input: a snapshot of the cluster, parsed and validated.
 
-The format is the one of DESIGN.md section 5 (`"version": 1`). `load_snapshot` turns the
+The format is the one of docs/snapshot.md (`"version": 1`). `load_snapshot` turns the
 JSON dict into typed objects and raises `ValueError` naming the offending key
 (`jobs[3].per_task.cpu: must be a number >= 0, got "x"`). Nothing here mutates the input.
 
-Defaults chosen here (DESIGN.md section 4 where it speaks, KAI's where it does not):
+Defaults chosen here (docs/architecture.md, "Accounts", where it speaks, KAI's where it does not):
 
 - An account resource given without `limit` gets `limit = quota` (no borrowing); `-1` means
   unlimited for both. A resource an account does not list at all is unlimited for it (quota
   and limit -1, weight 1): KAI's convention, needed so that its victim order comes out the
-  same (see kai_semantics.md section 7). Hence the KAI cases spell `"limit": -1` explicitly.
+  same. Hence the KAI cases spell `"limit": -1` explicitly.
 - `over_quota_weight` defaults to 1; `priority` to 100; `lending_limit` to none.
 - A job's `per_task.cpu` defaults to 1, `mem` to 0; `tasks` to 1; `preemptible` to true;
   `priority` (QOS priority) to 0. A fractional GPU count is rounded up to whole GPUs.
@@ -179,7 +179,7 @@ def _parse_account(d: Any, i: int) -> Account:
         limit = get_num(r, "limit", rp, None, allow_unlimited=True)
         assert quota is not None
         if limit is None:
-            limit = quota  # DESIGN.md: limit unset = quota (no borrowing)
+            limit = quota  # docs/snapshot.md: limit unset = quota (no borrowing)
         weight = get_num(r, "over_quota_weight", rp, 1.0)
         lending = get_num(r, "lending_limit", rp, None)
         assert weight is not None
@@ -305,7 +305,7 @@ def _check_tree(accounts: list[Account]) -> None:
 
 
 def load_snapshot(d: dict) -> Snapshot:
-    """Validate a snapshot dict (DESIGN.md section 5) and return a `Snapshot`.
+    """Validate a snapshot dict (docs/snapshot.md) and return a `Snapshot`.
 
     Raises `ValueError` whose message starts with the path of the bad key. The cyclic garbage
     collector is paused while the objects are built (restored on return)."""

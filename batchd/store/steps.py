@@ -6,10 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import and_, delete, exists, func, select, update
 
 from batchd.store import Store
-from batchd.store.tables import StepTask
+from batchd.store.tables import JobRow, StepTask
+
+#: the states a task ends in
+ENDED = ("COMPLETED", "FAILED", "CANCELLED")
 
 
 @dataclass
@@ -68,3 +71,17 @@ def set_task(store: Store, t: Task, expect: tuple[str, ...], **changes: Any) -> 
             StepTask.job_id == t.job_id, StepTask.run == t.run, StepTask.step_id == t.step_id,
             StepTask.procid == t.procid, StepTask.state.in_(expect)).values(**changes))
         return bool(res.rowcount)  # type: ignore[attr-defined]
+
+
+def purge_ended(store: Store, nodes: list[str], ended_before: float) -> int:
+    """Delete the tasks of `nodes` that ended before `ended_before` (unix seconds) and whose
+    job run is over: the table keeps each task's argv and environment, which nothing reads
+    once its step is done (srun waits on its own tasks only), so it must not grow with
+    every step ever run. A run still going keeps all its tasks: its next step id counts on
+    them. Returns how many rows were deleted."""
+    run_going = exists().where(and_(JobRow.id == StepTask.job_id, JobRow.state == "RUNNING",
+                                    JobRow.restarts == StepTask.run))
+    with store.tx() as s:
+        res = s.execute(delete(StepTask).where(StepTask.node.in_(nodes), StepTask.state.in_(ENDED),
+                                               StepTask.end_time < ended_before, ~run_going))
+        return int(res.rowcount or 0)  # type: ignore[attr-defined]

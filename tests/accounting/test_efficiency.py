@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from batchd.accounting.efficiency import forget, record_sample, sample_job, summary
+from batchd.accounting.efficiency import record_sample, sample_job, summary
 from batchd.store import accounting as sql
 
 # a parent and a forked busy child; both end by themselves after 20 s at the latest
@@ -34,10 +34,11 @@ def test_sample_job_counts_the_process_tree():
     p = subprocess.Popen([sys.executable, "-c", BUSY], start_new_session=True)
     try:
         time.sleep(0.3)  # the child has forked its busy loop
-        first = sample_job([p.pid])
+        readings: dict = {}
+        first = sample_job([p.pid], readings=readings)
         time.sleep(1.0)
         gpu = FakeGpuSampler(55.0)
-        s = sample_job([p.pid], devices=["GPU-a", "GPU-b"], gpu_sampler=gpu)
+        s = sample_job([p.pid], devices=["GPU-a", "GPU-b"], gpu_sampler=gpu, readings=readings)
     finally:
         os.killpg(p.pid, signal.SIGKILL)  # the whole group: the forked child too
         p.wait()
@@ -46,7 +47,37 @@ def test_sample_job_counts_the_process_tree():
     assert s["rss_mb"] > 1.0
     assert s["gpu_util_pct"] == 55.0 and s["gpu_mem_mb"] == 1800.0
     assert gpu.calls[0][1] >= {p.pid}
-    forget([p.pid])
+    assert len(readings) == 2 and p.pid in readings
+
+
+# a parent that forks a short-lived child, then lives on alone
+FORKS_ONCE = ("import os, time\nif os.fork() == 0:\n    time.sleep(0.3)\n    os._exit(0)\n"
+              "time.sleep(0.5)\nos.wait()\ntime.sleep(20)\n")
+
+
+def test_readings_forget_ended_processes():
+    """A sample keeps the CPU readings of the processes it saw only: the reading of a
+    child that ended is gone at the next sample (the readings never outgrow the tree)."""
+    p = subprocess.Popen([sys.executable, "-c", FORKS_ONCE], start_new_session=True)
+    try:
+        time.sleep(0.15)
+        readings: dict = {}
+        assert sample_job([p.pid], readings=readings)["nprocs"] == 2
+        child = (set(readings) - {p.pid}).pop()
+        time.sleep(1.0)  # the child has ended and was reaped
+        assert sample_job([p.pid], readings=readings)["nprocs"] == 1
+        assert set(readings) == {p.pid} and child not in readings
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    # the whole job gone: nothing is left of it
+    assert sample_job([p.pid], readings=readings)["nprocs"] == 0 and readings == {}
+
+
+def test_without_readings_nothing_is_kept_between_samples():
+    s1 = sample_job([os.getpid()])
+    s2 = sample_job([os.getpid()])
+    assert s1["cpu_pct"] == s2["cpu_pct"] == 0.0  # every sample is a first one
 
 
 def test_sample_without_nvml_has_no_gpu_figures():

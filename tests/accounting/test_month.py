@@ -8,6 +8,7 @@ import math
 from decimal import Decimal
 from fractions import Fraction
 
+import pytest
 from acct_helpers import insert_usage, ts
 from monthgen import month_records
 
@@ -40,6 +41,7 @@ def _job_cost(rec, start, end, change):
     return c / 3600
 
 
+@pytest.mark.slow  # 100,000 records: one to two minutes per backend
 def test_generated_month_reconciles_to_the_cent(store):
     start, end = int(ts("2026-10-01")), int(ts("2026-11-01"))
     recs = month_records(100_000, start - 86400, end - start + 86400)

@@ -7,7 +7,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -15,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-BIN = Path(sys.executable).parent
+from tests.harness import BIN, clean_env, end_supervisors, serve_argv, start_daemon, stop_daemon
+
 NODES = ("node1", "node2", "node3")
 
 
@@ -53,26 +53,19 @@ class PgCluster:
                        check=True, capture_output=True, env=env)
 
     def env(self, node: str) -> dict[str, str]:
-        e = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_"))}
-        e["BATCHD_SOCKET"] = str(self.root / node / "batchd.sock")
-        return e
+        return clean_env(BATCHD_SOCKET=str(self.root / node / "batchd.sock"))
 
     def start(self, node: str) -> None:
-        log = open(self.root / node / "daemon.log", "a")
-        self.procs[node] = subprocess.Popen(
-            [str(BIN / "batchd"), "serve", "--config", str(self.root / node / "batchd.toml"), "--node", node],
-            stdout=log, stderr=log, env=self.env(node), cwd=self.root, start_new_session=True)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            if self.run(node, "sinfo", check=False).returncode == 0:
-                return
-            time.sleep(0.2)
-        raise RuntimeError(self.logs())
+        try:
+            self.procs[node] = start_daemon(
+                serve_argv("--config", str(self.root / node / "batchd.toml"), "--node", node), cwd=self.root,
+                env=self.env(node), log=self.root / node / "daemon.log",
+                ready=lambda: self.run(node, "sinfo", check=False).returncode == 0)
+        except RuntimeError as e:
+            raise RuntimeError(f"{node}: {e}\n{self.logs()}") from None
 
     def kill(self, node: str, sig: int = signal.SIGKILL) -> None:
-        p = self.procs.pop(node)
-        p.send_signal(sig)
-        p.wait(timeout=30)
+        stop_daemon(self.procs.pop(node), sig)
 
     def run(self, node: str, *args: str, check: bool = True, input: str | None = None):
         r = subprocess.run([str(BIN / args[0]), *args[1:]], env=self.env(node), capture_output=True, text=True,
@@ -134,7 +127,7 @@ def pgcluster(pg_base_url):
     finally:
         for n in list(c_.procs):
             c_.kill(n, signal.SIGTERM)
-        subprocess.run(["pkill", "-9", "-f", f"batchd[.]supervisor .*{root}"], check=False)
+        end_supervisors(root)
         shutil.rmtree(root, ignore_errors=True)
         with psycopg.connect(conninfo, autocommit=True) as c:
             c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -18,13 +18,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.harness import serve_argv, socket_exists, start_daemon, stop_daemon
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDED = Path(__file__).resolve().parent / "recorded" / "errors_slurm2205.json"
@@ -86,16 +86,12 @@ def answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, st
     """name -> batchd's (rc, stdout, stderr) for every recorded case, run in order."""
     work = tmp_path_factory.mktemp("errors")
     sock = work / ".batchd" / "batchd.sock"
-    with open(work / "daemon.log", "wb") as log:
-        daemon = subprocess.Popen([str(BIN / "batchd"), "serve", "--dev", "--config", str(CONFIG)], cwd=work,
-                                  stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while not sock.exists():
-            if daemon.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"daemon did not start:\n{(work / 'daemon.log').read_text()[-3000:]}")
-            time.sleep(0.1)
+        daemon = start_daemon(serve_argv("--dev", "--config", str(CONFIG)), cwd=work, env=os.environ,
+                              log=work / "daemon.log", ready=socket_exists(sock), timeout_s=60, poll_s=0.1)
+    except RuntimeError as e:
+        pytest.fail(str(e))
+    try:
         # as a person at a terminal sees them (BATCHD_HINTS=1): in a pipe batchd's reasons and
         # warnings are left out and stderr is Slurm's exactly (test_slurm_reference checks that)
         env = {**os.environ, "BATCHD_SOCKET": str(sock), "PATH": f"{BIN}:/usr/bin:/bin", "BATCHD_HINTS": "1"}
@@ -109,12 +105,7 @@ def answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, st
             out[case["name"]] = (p.returncode, _norm(p.stdout), _norm(p.stderr))
         return out
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
+        stop_daemon(daemon, timeout_s=20)
 
 
 def test_every_exception_names_a_recorded_case():

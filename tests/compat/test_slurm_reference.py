@@ -19,16 +19,16 @@ replays the same files its own way: a second opinion, run by hand; the suite doe
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
+import os
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 from slurm_recording import is_slow
 from slurm_replay import Check, Replay
+
+from tests.harness import serve_argv, socket_exists, start_daemon, stop_daemon
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = REPO / "tests" / "data" / "slurm-reference"
@@ -49,6 +49,10 @@ def recorded_cases() -> list[tuple[str, Path, bool]]:
 
 CASE_LIST = recorded_cases()
 
+#: a dev daemon driven through the commands by the judge (about 40 s for the main run on
+#: two cores): the e2e tier, not the fast one (docs/testing.md)
+pytestmark = pytest.mark.e2e
+
 
 def test_every_recording_is_replayed():
     assert len({p for _, p, _ in CASE_LIST}) == 21 and len(CASE_LIST) == 20 + 17
@@ -63,15 +67,8 @@ class ReplayRun:
         workdir.mkdir(parents=True)
         self.log = workdir / "daemon.log"
         sock = workdir / ".batchd" / "batchd.sock"
-        with open(self.log, "wb") as dlog:
-            self.daemon = subprocess.Popen(
-                [str(BIN / "batchd"), "serve", "--dev", "--config", str(CONFIG)], cwd=workdir,
-                stdin=subprocess.DEVNULL, stdout=dlog, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 60
-        while not sock.exists():
-            if self.daemon.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"daemon did not start:\n{self.log.read_text()[-3000:]}")
-            time.sleep(0.1)
+        self.daemon = start_daemon(serve_argv("--dev", "--config", str(CONFIG)), cwd=workdir, env=os.environ,
+                                   log=self.log, ready=socket_exists(sock), timeout_s=60, poll_s=0.1)
         self.replay = Replay(BIN, sock, workdir / "golden")
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, args=(recordings,), daemon=True)
@@ -95,13 +92,7 @@ class ReplayRun:
         return self.replay.checks
 
     def close(self) -> None:
-        if self.daemon.poll() is None:
-            self.daemon.send_signal(signal.SIGTERM)
-            try:
-                self.daemon.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.daemon.kill()
-                self.daemon.wait()
+        stop_daemon(self.daemon, timeout_s=20)
         self.thread.join(30)
 
 

@@ -11,14 +11,22 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-BIN = Path(sys.executable).parent
+from tests.harness import (
+    BIN,
+    answers,
+    clean_env,
+    end_supervisors,
+    log_tail,
+    serve_argv,
+    start_daemon,
+    stop_daemon,
+)
 
 CONFIG = """
 cluster_name = "e2e"
@@ -54,31 +62,14 @@ class Cluster:
         self.log = root / "daemon.log"
         self.proc: subprocess.Popen | None = None
         # batchd's commands on PATH, as on an installed node (jobs call srun, squeue, ...)
-        self.env = dict(os.environ, BATCHD_SOCKET=self.sock, PATH=f"{BIN}:{os.environ.get('PATH', '')}")
-        for k in list(self.env):
-            if k.startswith(("SLURM_", "SBATCH_")):
-                del self.env[k]
+        self.env = clean_env(BATCHD_SOCKET=self.sock, PATH=f"{BIN}:{os.environ.get('PATH', '')}")
 
     def start(self) -> None:
-        logf = open(self.log, "a")
-        self.proc = subprocess.Popen([str(BIN / "batchd"), "serve", "--dev", "--config", str(self.cfg)],
-                                     cwd=self.root, stdout=logf, stderr=logf, env=self.env,
-                                     start_new_session=True)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("daemon exited:\n" + self.log.read_text()[-3000:])
-            r = subprocess.run([str(BIN / "sinfo")], env=self.env, capture_output=True, text=True,
-                               cwd=self.root)
-            if r.returncode == 0:
-                return
-            time.sleep(0.2)
-        raise RuntimeError("daemon did not come up:\n" + self.log.read_text()[-3000:])
+        self.proc = start_daemon(serve_argv("--dev", "--config", str(self.cfg)), cwd=self.root, env=self.env,
+                                 log=self.log, ready=answers(self.env, self.root))
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            self.proc.wait(timeout=30)
+        stop_daemon(self.proc, sig)
         self.proc = None
 
     def run(self, *args: str, check: bool = True, input: str | None = None, user: tuple[int, int] | None = None,
@@ -90,7 +81,7 @@ class Cluster:
                            cwd=cwd or self.root, timeout=60)
         if check and r.returncode != 0:
             raise AssertionError(f"{args} failed rc={r.returncode}\nstdout={r.stdout}\nstderr={r.stderr}\n"
-                                 f"daemon log:\n{self.log.read_text()[-2000:]}")
+                                 f"daemon log:\n{log_tail(self.log, 2000)}")
         return r
 
     def submit(self, *args: str, **kw) -> int:
@@ -154,5 +145,5 @@ def cluster(request):
             pass
         c.stop()
         time.sleep(0.2)
-        subprocess.run(["pkill", "-f", f"batchd[.]supervisor .*{root}"], check=False)
+        end_supervisors(root)
         shutil.rmtree(root, ignore_errors=True)

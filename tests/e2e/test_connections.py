@@ -115,6 +115,7 @@ def raw_exchange(path: str, data: bytes, timeout: float = 20) -> tuple[int, dict
 
 
 @pytest.mark.config_extra("[limits]\nrequest_timeout_s = 2\n")
+@pytest.mark.root
 def test_thousands_of_idle_connections_of_one_user_do_not_touch_another_users_jobs(cluster, throwaway_user):
     uid, gid = throwaway_user
     script = cluster.root / "holder.py"

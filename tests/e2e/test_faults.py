@@ -115,6 +115,7 @@ def _fill(directory: Path) -> Path:
     return filler
 
 
+@pytest.mark.root
 def test_a_full_state_disk_when_a_job_ends_loses_nothing(tmpfs_cluster):
     c = tmpfs_cluster
     marker, started = c.root / "ended", c.root / "started"
@@ -136,6 +137,7 @@ def test_a_full_state_disk_when_a_job_ends_loses_nothing(tmpfs_cluster):
     assert 1 <= len(plain) <= 4, plain  # said in plain words, once per place, not every pass
 
 
+@pytest.mark.root
 def test_a_restart_on_a_full_disk_says_so_in_one_line(tmpfs_cluster):
     c = tmpfs_cluster
     c.stop()

@@ -18,8 +18,8 @@ import uuid
 
 import pytest
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: creates throwaway users and runs "
-                                "jobs as them")
+pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="needs root: creates throwaway "
+                                                   "users and runs jobs as them")]
 
 
 @pytest.fixture

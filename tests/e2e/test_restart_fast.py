@@ -12,13 +12,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from batchd.cli.client import request
+from tests.harness import serve_argv, start_daemon
 
-BIN = Path(sys.executable).parent
 LAUNCH_DELAY_S = 0.5
 N_JOBS = 24
 
@@ -39,9 +38,8 @@ if _delay and len(sys.argv) > 1 and sys.argv[1] == "serve":
 def _start_slow(cluster, hook: Path) -> subprocess.Popen:
     """Start the daemon (only the daemon) with slow launches; returns at once."""
     env = dict(cluster.env, PYTHONPATH=str(hook), BATCHD_TEST_LAUNCH_DELAY_S=str(LAUNCH_DELAY_S))
-    logf = open(cluster.log, "a")
-    return subprocess.Popen([str(BIN / "batchd"), "serve", "--dev", "--config", str(cluster.cfg)],
-                            cwd=cluster.root, stdout=logf, stderr=logf, env=env, start_new_session=True)
+    return start_daemon(serve_argv("--dev", "--config", str(cluster.cfg)), cwd=cluster.root, env=env,
+                        log=cluster.log)
 
 
 def _launched(cluster, since: int) -> int:

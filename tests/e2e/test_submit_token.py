@@ -7,28 +7,18 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
 from batchd.cli.client import request
-
-BIN = Path(sys.executable).parent
+from tests.harness import BIN, answers, serve_argv, start_daemon
 
 
 def _start_crashing(cluster) -> subprocess.Popen:
     """The daemon with the crash-after-submit hook on; returns once it answers."""
     env = dict(cluster.env, BATCHD_TEST_CRASH_AFTER_SUBMIT="1")
-    logf = open(cluster.log, "a")
-    proc = subprocess.Popen([str(BIN / "batchd"), "serve", "--dev", "--config", str(cluster.cfg)],
-                            cwd=cluster.root, stdout=logf, stderr=logf, env=env, start_new_session=True)
-    deadline = time.time() + 30
-    while cluster.run("sinfo", check=False).returncode != 0:
-        assert time.time() < deadline and proc.poll() is None, cluster.log.read_text()[-3000:]
-        time.sleep(0.1)
-    return proc
+    return start_daemon(serve_argv("--dev", "--config", str(cluster.cfg)), cwd=cluster.root, env=env,
+                        log=cluster.log, ready=answers(cluster.env, cluster.root), poll_s=0.1)
 
 
 def _all_jobs(cluster) -> list[dict]:

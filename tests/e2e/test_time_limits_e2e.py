@@ -95,6 +95,7 @@ def user():
         subprocess.run(["userdel", "--remove", name], check=False, capture_output=True)
 
 
+@pytest.mark.root
 def test_a_user_may_only_lower_a_running_jobs_limit(cluster, user):
     uid, gid, home = user
     as_user = {"user": (uid, gid), "cwd": home}

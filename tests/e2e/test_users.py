@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/usr/sbin/useradd"),
-                                reason="needs root and useradd")
+pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/usr/sbin/useradd"),
+                                                   reason="needs root and useradd")]
 
 
 @pytest.fixture

@@ -18,10 +18,7 @@ import configparser
 import os
 import pwd
 import shutil
-import signal
 import subprocess
-import sys
-import sysconfig
 import tempfile
 import time
 import uuid
@@ -29,9 +26,21 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness import (
+    answers,
+    build_wheel,
+    end_supervisors,
+    log_tail,
+    serve_argv,
+    start_daemon,
+    stop_daemon,
+    wheel_venv,
+)
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 pytestmark = [
+    pytest.mark.root,
     pytest.mark.skipif(os.geteuid() != 0, reason="the install test runs as root: it creates users and "
                        "starts a production (non-dev) daemon that runs jobs as them"),
     pytest.mark.skipif(shutil.which("systemd-tmpfiles") is None or shutil.which("useradd") is None
@@ -52,41 +61,6 @@ def _unit_service() -> configparser.SectionProxy:
     cp.optionxform = str  # type: ignore[assignment]
     cp.read(ROOT / "systemd" / "batchd.service")
     return cp["Service"]
-
-
-def _build_venv(work: Path) -> Path:
-    """The wheel of this checkout installed into a fresh venv; returns the venv's bin/.
-
-    The wheel is built from a copy of the package's sources (a build in the checkout
-    would leave a build/ directory whose stale files a later wheel would pick up), with
-    pip's usual isolated build (the PyPI index or pip's cache provide setuptools >= 77).
-    The venv is created without pip and the wheel is installed with --no-deps; the
-    dependencies come from the environment running the tests through one .pth line.
-    That keeps the test offline for the dependencies and fast (a few seconds instead of
-    a minute of downloads in CI) while batchd itself is only the installed wheel: paths
-    named by a .pth file come after the venv's own site-packages, and .pth files in them
-    (this checkout's editable hook) are not read, which the test checks."""
-    src = work / "src"
-    src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(ROOT / name, src / name)
-    for name in ("batchd", "cli", "migrations"):
-        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    wheels = work / "wheels"
-    _sh(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(src), timeout=300)
-    (wheel,) = wheels.glob("batchd-*.whl")
-    venv = work / "venv"
-    _sh(sys.executable, "-m", "venv", "--without-pip", str(venv))
-    _sh(sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--no-deps",
-        "--no-index", str(wheel))
-    site = Path(_sh(str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-                .stdout.strip())
-    deps = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-    (site / "zz_test_deps.pth").write_text("".join(f"{d}\n" for d in sorted(deps)))
-    where = _sh(str(venv / "bin" / "python"), "-c", "import batchd, batchd.cli.sbatch, batchd.migrations as m; "
-                "print(batchd.__file__); print(m.__file__)", cwd="/").stdout.split()
-    assert all(w.startswith(str(site)) for w in where), f"batchd is not the installed wheel: {where}"
-    return venv / "bin"
 
 
 def _lay_out(root: Path) -> tuple[Path, Path]:
@@ -128,28 +102,19 @@ class Node:
         return r
 
     def serve(self) -> subprocess.Popen:
-        logf = open(self.log, "a")
-        return subprocess.Popen([str(self.bin / "batchd"), "serve", "--config", str(self.cfg)], cwd="/",
-                                env=self.env, stdout=logf, stderr=logf, start_new_session=True)
+        return start_daemon(serve_argv("--config", str(self.cfg), bin_dir=self.bin), cwd="/", env=self.env,
+                            log=self.log)
 
     def start(self) -> None:
-        self.proc = self.serve()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"daemon exited rc={self.proc.returncode}\n{self.tail()}"
-            if self.cmd("sinfo", check=False).returncode == 0:
-                return
-            time.sleep(0.2)
-        raise AssertionError(f"daemon did not answer\n{self.tail()}")
+        self.proc = start_daemon(serve_argv("--config", str(self.cfg), bin_dir=self.bin), cwd="/", env=self.env,
+                                 log=self.log, ready=answers(self.env, "/", self.bin))
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(timeout=30)
+        stop_daemon(self.proc)
         self.proc = None
 
     def tail(self) -> str:
-        return self.log.read_text()[-3000:] if self.log.exists() else ""
+        return log_tail(self.log)
 
     def state(self, job_id: int) -> str:
         out = self.cmd("scontrol", "show", "job", str(job_id)).stdout
@@ -185,7 +150,7 @@ def test_installed_wheel_runs_jobs_of_two_users_in_the_production_layout(users):
     os.chmod(work, 0o755)  # job users must reach their work directories below it
     node = None
     try:
-        bin_dir = _build_venv(work)
+        bin_dir = wheel_venv(work, build_wheel(work))
         root = work / "root"
         root.mkdir(mode=0o755)
         state, run = _lay_out(root)
@@ -241,5 +206,5 @@ def test_installed_wheel_runs_jobs_of_two_users_in_the_production_layout(users):
     finally:
         if node is not None:
             node.stop()
-            subprocess.run(["pkill", "-f", f"batchd[.]supervisor .*{work}"], check=False)
+            end_supervisors(work)
         shutil.rmtree(work, ignore_errors=True)

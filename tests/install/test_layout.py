@@ -17,7 +17,10 @@ from batchd.layout import layout_problems, prepare_state_dir
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the layout check applies to a root daemon only")
+def needs_root(test):  # type: ignore[no-untyped-def]
+    """The `root` tier; skipped elsewhere: the layout check applies to a root daemon only."""
+    skip = pytest.mark.skipif(os.geteuid() != 0, reason="the layout check applies to a root daemon only")
+    return pytest.mark.root(skip(test))
 
 
 @pytest.fixture

@@ -22,8 +22,8 @@ import pytest
 
 from batchd import launcher as launcher_module
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("useradd") is None, reason="needs root and useradd")
+pytestmark = [pytest.mark.root, pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("useradd") is None, reason="needs root and useradd")]
 
 
 @dataclass

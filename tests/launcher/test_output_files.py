@@ -20,8 +20,8 @@ import pytest
 
 from batchd.jobexec import OUTPUT_OPEN_FAILED_SIG
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("useradd") is None, reason="needs root and useradd")
+pytestmark = [pytest.mark.root, pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("useradd") is None, reason="needs root and useradd")]
 
 SYSCTL = Path("/proc/sys/fs/protected_symlinks")
 

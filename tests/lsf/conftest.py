@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-BIN = Path(sys.executable).parent
+from tests.harness import BIN, answers, clean_env, log_tail, serve_argv, start_daemon, stop_daemon
+
 CONFIG = """
 cluster_name = "lsf"
 [scheduler]
@@ -46,39 +45,22 @@ class LsfCluster:
         (root / "batchd.toml").write_text(CONFIG)
         self.sock = str(root / ".batchd" / "batchd.sock")
         self.log = root / "daemon.log"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "LSF_", "LSB_"))}
-        self.env.update(BATCHD_SOCKET=self.sock, PATH=f"{BIN}:{os.environ.get('PATH', '')}")
+        self.env = clean_env("LSF_", "LSB_", BATCHD_SOCKET=self.sock, PATH=f"{BIN}:{os.environ.get('PATH', '')}")
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        with open(self.log, "a") as logf:
-            self.proc = subprocess.Popen([str(BIN / "batchd"), "serve", "--dev", "--config", "batchd.toml"],
-                                         cwd=self.root, stdout=logf, stderr=logf, env=self.env,
-                                         start_new_session=True)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("daemon exited:\n" + self.log.read_text()[-3000:])
-            if self.run("sinfo", check=False).returncode == 0:
-                return
-            time.sleep(0.2)
-        raise RuntimeError("daemon did not come up:\n" + self.log.read_text()[-3000:])
+        self.proc = start_daemon(serve_argv("--dev", "--config", "batchd.toml"), cwd=self.root, env=self.env,
+                                 log=self.log, ready=answers(self.env, self.root))
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
+        stop_daemon(self.proc)
 
     def run(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
         r = subprocess.run([str(BIN / args[0]), *args[1:]], env=self.env, cwd=self.root, input=input,
                            capture_output=True, text=True, timeout=60)
         if check and r.returncode != 0:
             raise AssertionError(f"{args} rc={r.returncode}\nstdout={r.stdout}\nstderr={r.stderr}\n"
-                                 f"daemon log:\n{self.log.read_text()[-2000:]}")
+                                 f"daemon log:\n{log_tail(self.log, 2000)}")
         return r
 
     def job(self, job_id: int) -> dict:
@@ -96,7 +78,7 @@ class LsfCluster:
                 return j
             if time.time() > deadline:
                 raise AssertionError(f"job {job_id} is {j['state']} ({j['reason']}), wanted {states}\n"
-                                     f"{self.log.read_text()[-2000:]}")
+                                     f"{log_tail(self.log, 2000)}")
             time.sleep(0.1)
 
 

@@ -36,6 +36,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness import copy_wheel_sources
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 SDBOX_DIR = Path(os.environ.get("BATCHD_SDBOX", ROOT.parent / "shared" / "systemd-box"))
 SDROOT = Path(os.environ.get("BATCHD_SDROOT", "/var/tmp/sdroot"))
@@ -143,16 +145,11 @@ def _build_wheels(work: Path) -> tuple[Path, Path]:
     the sources, as tests/install does (no build/ directory in the checkout)."""
     srcs = {}
     for tag, version_suffix in (("v1", ""), ("v2", UPGRADE_VERSION)):
-        src = work / f"src-{tag}"
-        src.mkdir()
-        for name in ("README.md",):
-            shutil.copy2(ROOT / name, src / name)
+        src = copy_wheel_sources(work / f"src-{tag}")
         text = (ROOT / "pyproject.toml").read_text()
         m = re.search(r'^version = "([^"]+)"$', text, re.M)
         assert m, "pyproject.toml has no version line"
         (src / "pyproject.toml").write_text(text.replace(m.group(0), f'version = "{m.group(1)}{version_suffix}"'))
-        for name in ("batchd", "cli", "migrations"):
-            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         srcs[tag] = src
     wheels, newer = work / "wheels", work / "wheels-newer"
     for argv in ([sys.executable, "-m", "pip", "wheel", "-q", "-w", str(wheels), str(srcs["v1"])],

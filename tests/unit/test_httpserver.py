@@ -196,6 +196,7 @@ def test_total_cap(serve):
         s.close()
 
 
+@pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to connect as another uid")
 def test_one_users_connections_at_the_cap_do_not_refuse_another_user(serve):
     path = serve(max_connections_per_user=3)

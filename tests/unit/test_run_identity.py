@@ -213,6 +213,7 @@ def _unshare(*args: str) -> list[str]:
     return ["unshare", *args]
 
 
+@pytest.mark.root
 def test_supervisor_in_another_pid_namespace_is_running_and_ends_once(spool_dir, tmp_path):
     cmd = _unshare("--pid", "--fork", "--mount-proc")
     req = _request(tmp_path, f"#!/bin/bash\nsleep 1.5\necho done >> {tmp_path}/count\n")
@@ -236,6 +237,7 @@ def test_supervisor_in_another_pid_namespace_is_running_and_ends_once(spool_dir,
             ns.wait()
 
 
+@pytest.mark.root
 def test_cancel_reaches_a_supervisor_in_another_pid_namespace(spool_dir, tmp_path):
     cmd = _unshare("--pid", "--fork", "--mount-proc")
     req = _request(tmp_path, "#!/bin/bash\nsleep 60\n", job_id=2)
@@ -253,6 +255,7 @@ def test_cancel_reaches_a_supervisor_in_another_pid_namespace(spool_dir, tmp_pat
             ns.wait()
 
 
+@pytest.mark.root
 @pytest.mark.parametrize("daemon_view", ["boot_id", "pid_ns"])
 def test_daemon_in_another_view_sees_a_host_run_running(spool_dir, tmp_path, daemon_view):
     # The nspawn case for real: the daemon's mount namespace has another boot id bind-mounted
