@@ -69,7 +69,8 @@ def _conditions(q: JobQuery) -> list[ColumnElement[bool]]:
         by_array = JobRow.array_job_id.in_(sorted(q.array_job_ids)) if q.array_job_ids else false()
         c.append(or_(by_id, by_array))
     if q.users:
-        uids = [int(u) for u in q.users if u.isascii() and u.isdigit() and str(int(u)) == u]
+        # a number beyond any uid (a 64-bit column would overflow) matches no job as a uid
+        uids = [int(u) for u in q.users if u.isascii() and u.isdigit() and str(int(u)) == u and int(u) < 2**32]
         c.append(or_(JobRow.user.in_(q.users), JobRow.uid.in_(uids) if uids else false()))
     for col, vals in ((JobRow.account, q.accounts), (JobRow.partition, q.partitions), (JobRow.state, q.states),
                       (JobRow.name, q.names), (JobRow.qos, q.qos)):

@@ -86,3 +86,12 @@ def test_random_json_never_answers_500(svc, tmp_path):
         assert status == 200 or set(reply) == {"error"}, reply
 
     probe()
+
+
+def test_a_user_number_beyond_any_uid_is_no_error(svc, tmp_path):
+    """Found by the property above: users=2**63 overflowed the uid column (a 500)."""
+    for users in ("9223372036854775808", "4294967296", "99999999999999999999999"):
+        status, reply = api.handle(svc, ME, "GET", f"/v1/jobs?users={users}", b"")
+        assert status == 200 and reply["jobs"] == [], reply
+        status, reply = api.handle(svc, ME, "GET", f"/v1/accounting?users={users}", b"")
+        assert status == 200 and reply["records"] == [], reply
