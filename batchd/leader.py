@@ -100,7 +100,11 @@ class Leadership:
             row = c.execute(
                 "SELECT a.application_name, a.pid, a.backend_start, a.client_addr::text "
                 "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-                "WHERE l.locktype = 'advisory' AND l.granted AND l.objid = %s", (LOCK_KEY,)).fetchone()
+                "WHERE l.locktype = 'advisory' AND l.granted AND l.objid = %s "
+                # advisory locks are per database, pg_locks is the server's: another
+                # cluster's controller on the same server is not this one's
+                "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                (LOCK_KEY,)).fetchone()
         if row is None:
             return {"node": None, "pid": None, "since": None}
         name = row[0].split(":", 1)[1] if ":" in row[0] else row[0]
