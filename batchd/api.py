@@ -86,7 +86,7 @@ def nodes(s: Service, c: Caller, q: m.Query, b: None) -> dict[str, Any]:
 
 
 def snapshot(s: Service, c: Caller, q: m.Query, b: None) -> dict[str, Any]:
-    return s.snapshot()
+    return s.snapshot(q)
 
 
 def create_step(s: Service, c: Caller, q: m.Query, b: m.StepRequest) -> m.StepReply:

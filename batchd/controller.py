@@ -63,22 +63,28 @@ class Controller:
         self._once = faults.OnceLog(log)
 
     # ------------------------------------------------------------------ snapshot
-    def snapshot(self, now: float | None = None) -> dict[str, Any]:
+    def snapshot(self, now: float | None = None, running_only: bool = False) -> dict[str, Any]:
         """The live cluster in the snapshot format of docs/snapshot.md, plus, per
         pending job, `eligible` and `reason` when it must not be considered. Safe on any
         thread while a cycle runs: it writes nothing on the controller (a job refused
-        before stays out; one it cannot read is left out, and the next cycle refuses it)."""
-        return self._build(time.time() if now is None else now)[0]
+        before stays out; one it cannot read is left out, and the next cycle refuses it).
+        `running_only`: without the pending jobs (sshare's TRESRunMins), which are not read."""
+        return self._build(time.time() if now is None else now, running_only=running_only)[0]
 
-    def _build(self, now: float, fold: bool = False) -> tuple[dict[str, Any], CycleBook]:
+    def _build(self, now: float, fold: bool = False, running_only: bool = False
+               ) -> tuple[dict[str, Any], CycleBook]:
         """The snapshot at `now` and its bookkeeping; the book is the caller's own. With
         `fold` (the cycle's own), large groups of alike pending array tasks are cut to
         their first tasks (`batchd.arrayfold`); the book's `folded` names the others."""
         # the active jobs without their scripts and environments, and, when a pending job
         # has a dependency, a day of ended jobs (what dependencies name) with only the few
         # columns dependencies read
-        jobs = self.store.snapshot_jobs(("PENDING", "RUNNING", "SUSPENDED"), ENDED_STATES, since=now - 86400,
-                                        ended_if=_any_dependency)
+        if running_only:
+            jobs = self.store.snapshot_jobs(("RUNNING", "SUSPENDED"), ENDED_STATES, since=now - 86400,
+                                            ended_if=lambda _active: False)
+        else:
+            jobs = self.store.snapshot_jobs(("PENDING", "RUNNING", "SUSPENDED"), ENDED_STATES,
+                                            since=now - 86400, ended_if=_any_dependency)
         book = CycleBook.read(jobs)
         bad = self._bad  # one reference: `cycle` replaces it, never changes it
         qos = {q.name: q for q in self.cfg.qos}
@@ -106,7 +112,14 @@ class Controller:
                     out_jobs.append(_running_fallback(j))
         if folder is not None:
             book.folded = folder.folded
-        return self._snapshot_rest(now, nodes, out_jobs), book
+        snap = self._snapshot_rest(now, nodes, out_jobs)
+        if running_only:
+            # the pending jobs' owners still make the associations they imply
+            # (batchd.priority.tree gives a job's (account, user) without one shares 1)
+            known = {(u["account"], u["name"]) for u in snap["users"]}
+            snap["users"] += [{"name": user, "account": acct, "shares": 1}
+                              for acct, user in self.store.pending_owners() if (acct, user) not in known]
+        return snap, book
 
     @staticmethod
     def _log_refusals(book: CycleBook) -> None:

@@ -194,6 +194,13 @@ class AccountingQuery(TypedDict, total=False):
     end: str
     all_users: str
     duplicates: str
+    fold: str
+
+
+class SnapshotQuery(TypedDict, total=False):
+    """GET /v1/snapshot: `jobs=running` leaves the pending jobs out (sshare reads only the
+    running ones)."""
+    jobs: str
 
 
 class StepRequest(TypedDict):
@@ -383,8 +390,18 @@ class SubmitReply(TypedDict):
     cpus: NotRequired[int | None]
 
 
+class TaskRunView(TypedDict):
+    """Alike pending tasks of a job array that never ran (`fold=runs`): `view` the JOB_VIEW of
+    the first; `tasks` [job id, task id, count] segments, each `count` tasks whose job id and
+    task id both step by one; every task's view is `view` with its own `id`,
+    `array_task_id` and `display_id` (`<array_job_id>_<task id>`)."""
+    view: JobView
+    tasks: list[list[int]]
+
+
 class JobsReply(TypedDict):
     jobs: list[JobView]
+    task_runs: NotRequired[list[TaskRunView]]
 
 
 class DoneReply(TypedDict):
@@ -394,7 +411,11 @@ class DoneReply(TypedDict):
 
 
 class AccountingReply(TypedDict):
+    """`fold=1`: the pending array tasks that never ran have a record for the first of each
+    run of alike tasks only; `pending_tasks` names, per array job id, the task ids of the
+    others, which sacct folds into that array's one pending row."""
     records: list[AcctRow]
+    pending_tasks: NotRequired[dict[str, list[int]]]
 
 
 class NodesReply(TypedDict):

@@ -71,7 +71,11 @@ GET  /v1/jobs?JobsQuery       -> {"jobs": [JOB_VIEW]}; query keys (all optional,
                               PENDING/RUNNING/...); `nodes=HOSTLIST` only jobs allocated one of these nodes;
                               `fold=1` the pending tasks of a job array as one JOB_VIEW (squeue without -r):
                               array_task_id null, array_task_str `[0-3,7%2]`, display_id `123_[0-3,7%2]`,
-                              the rest the lowest task's, placed where its lowest job id would be.
+                              the rest the lowest task's, placed where its lowest job id would be;
+                              `fold=runs` (squeue -r): the pending array tasks that never ran are
+                              not in "jobs" but in "task_runs": [TaskRunView {"view": JOB_VIEW,
+                              "tasks": [[job id, task id, count]]}], runs of alike tasks whose views
+                              differ only in id, array_task_id and display_id (the command expands them).
 POST /v1/jobs/signal          OWNER. SignalRequest {"ids": [str], "filters": {users, accounts, names,
                               states, partitions, qos}, "signal": int | None, "batch_only": bool} (filters
                               narrow the given ids, or select jobs when ids is empty, a non-admin's own
@@ -260,7 +264,7 @@ ENDPOINTS: tuple[tuple[str, str, str, str | None, str | None, str | tuple[str, .
     ("POST", "/v1/jobs/update", "batchd.api.update", None, "UpdateRequest", "DoneReply", OWNER),
     ("GET", "/v1/accounting", "batchd.api.accounting", "AccountingQuery", None, "AccountingReply", ANYONE),
     ("GET", "/v1/nodes", "batchd.api.nodes", None, None, "NodesReply", ANYONE),
-    ("GET", "/v1/snapshot", "batchd.api.snapshot", None, None, "SnapshotReply", ANYONE),
+    ("GET", "/v1/snapshot", "batchd.api.snapshot", "SnapshotQuery", None, "SnapshotReply", ANYONE),
     ("POST", "/v1/steps", "batchd.api.create_step", None, "StepRequest", "StepReply", OWNER),
     ("GET", "/v1/steps", "batchd.api.step_status", "StepsQuery", None, ("StepTasksReply", "ActiveStepsReply"),
      ANYONE),

@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 class Service(Submission, JobChanges):
     def __init__(self, cfg: Config, store: Store, wake: Callable[[], None] = lambda: None,
-                 snapshot: Callable[[], dict[str, Any]] | None = None,
+                 snapshot: Callable[..., dict[str, Any]] | None = None,
                  controller: Callable[[], dict[str, Any]] | None = None,
                  decisions: Callable[[], dict[str, Any]] | None = None):
         """`wake` wakes the scheduling cycle; the daemon supplies what only it knows: the live
@@ -59,10 +59,13 @@ class Service(Submission, JobChanges):
         self._controller = controller
         self._decisions = decisions
 
-    def snapshot(self) -> dict[str, Any]:
-        """The live scheduler snapshot (docs/snapshot.md), for plan --dump, sshare, sprio."""
+    def snapshot(self, query: dict[str, str] | None = None) -> dict[str, Any]:
+        """The live scheduler snapshot (docs/snapshot.md), for plan --dump, sshare, sprio;
+        `jobs=running` with only the running jobs (sshare), built without reading the others."""
         if self._snapshot is None:
             raise NotFound("no snapshot source configured")
+        if query and query.get("jobs") == "running":
+            return self._snapshot(running_only=True)
         return self._snapshot()
 
     # ------------------------------------------------------------------ identity
@@ -166,7 +169,8 @@ class Service(Submission, JobChanges):
     def list_jobs(self, query: dict[str, str]) -> dict[str, Any]:
         """squeue's and scontrol's JOB_VIEWs (by id), filtered in the store. `fold=1`:
         the pending tasks of each job array as one row (`views.fold_pending_tasks`), as
-        squeue shows them without -r."""
+        squeue shows them without -r; `fold=runs`: the pending tasks that never ran as runs
+        of alike tasks (`jobviews.list_task_runs`), one view each, which squeue -r expands."""
         ids = split_csv(query.get("ids"))
         # squeue -t all and scontrol see the jobs still in memory (MinJobAge), like Slurm
         q, pick = self._view_query(query, ids, self._in_memory_since())
@@ -181,6 +185,11 @@ class Service(Submission, JobChanges):
             jobs = [j for j in jobviews.list_view_jobs(self.store, q, *keys)
                     if (pick is None or pick(j.id, j.array_job_id, j.array_task_id)) and _on(j, wanted)]
             return {"jobs": [views.job_view(j, self.cfg) for j in jobs]}
+        if query.get("fold") == "runs":
+            others, runs = jobviews.list_task_runs(self.store, q, *keys, pick=pick)
+            return {"jobs": [views.job_view(j, self.cfg) for j in others],
+                    "task_runs": [{"view": views.job_view(r.first, self.cfg), "tasks": views.id_segments(r.tasks)}
+                                  for r in runs]}
         if query.get("fold") == "1":
             others, tasks, firsts = jobviews.list_folded_view_jobs(self.store, q, *keys, pick=pick)
             first_views = {j.array_job_id: views.job_view(j, self.cfg) for j in firsts
@@ -193,7 +202,9 @@ class Service(Submission, JobChanges):
 
     def accounting(self, caller: Caller, query: dict[str, str]) -> dict[str, Any]:
         """sacct's ACCT_ROWs: the filters and a loose time window in the store,
-        `batchd.acctrows` cuts the window exactly."""
+        `batchd.acctrows` cuts the window exactly. `fold=1`: the pending array tasks that
+        never ran as one row per run of alike tasks plus `pending_tasks` (the others' task
+        ids by array job id), which sacct folds into the array's one pending row."""
         ids = split_csv(query.get("ids"))
         start = float(query["start"]) if query.get("start") else None
         end = float(query["end"]) if query.get("end") else None
@@ -202,10 +213,23 @@ class Service(Submission, JobChanges):
         mine = not ids and query.get("all_users") != "1" and not query.get("users") and caller.uid != 0
         q = dataclasses.replace(q, owner_uid=caller.uid if mine else None,
                                 window=(start, end) if start is not None or end is not None else None)
-        jobs = [j for j in jobviews.list_view_jobs(self.store, q, views.SPEC_KEYS, views.REQUEST_KEYS)
+        keys = (views.SPEC_KEYS, views.REQUEST_KEYS)
+        dup = query.get("duplicates") == "1"
+        if query.get("fold") == "1":
+            # a never-run pending task has one row, alike its run's first's but for the id:
+            # the first's row stands for the run, the others go as task ids (sacct folds them)
+            jobs, runs = jobviews.list_task_runs(self.store, q, *keys, pick=pick)
+            usage = jobviews.list_view_usage(self.store, dataclasses.replace(q, fresh_tasks=False))
+            rows = acctrows.acct_rows(jobs + [r.first for r in runs], usage, duplicates=dup, start=start, end=end)
+            more: dict[str, list[int]] = {}
+            for r in runs:
+                if len(r.tasks) > 1 and acctrows.acct_rows([r.first], [], start=start, end=end):
+                    more.setdefault(str(r.first.array_job_id), []).extend(t for _j, t in r.tasks[1:])
+            return {"records": rows, "pending_tasks": more} if more else {"records": rows}
+        jobs = [j for j in jobviews.list_view_jobs(self.store, q, *keys)
                 if pick is None or pick(j.id, j.array_job_id, j.array_task_id)]
         usage = jobviews.list_view_usage(self.store, q)
-        rows = acctrows.acct_rows(jobs, usage, duplicates=query.get("duplicates") == "1", start=start, end=end)
+        rows = acctrows.acct_rows(jobs, usage, duplicates=dup, start=start, end=end)
         return {"records": rows}
 
     def nodes(self) -> dict[str, Any]:

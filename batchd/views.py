@@ -376,6 +376,20 @@ def _user_name(uid: int) -> str:
         return str(uid)
 
 
+def id_segments(tasks: list[tuple[int, int]]) -> list[list[int]]:
+    """(job id, task id) pairs, by job id, as [first job id, first task id, count] segments
+    in which both ids step by one (a job array's tasks are usually one segment)."""
+    out: list[list[int]] = []
+    for jid, task in tasks:
+        if out:
+            last = out[-1]
+            if jid == last[0] + last[2] and task == last[1] + last[2]:
+                last[2] += 1
+                continue
+        out.append([jid, task, 1])
+    return out
+
+
 def fold_pending_tasks(others: list[dict[str, Any]], tasks: list[tuple[int, int, int]],
                        firsts: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
     """squeue's rows without -r, as `batchd.cli.fmt.fold_array_tasks` makes them from every

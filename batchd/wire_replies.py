@@ -95,13 +95,18 @@ REPLIES: dict[tuple[str, str], Rule] = {
     ("POST", "/v1/jobs"): _view(m.SubmitReply, {
         "job_id": Int(1, null=True), "array_task_ids": List(NAT, null=True, max_items=_BIG), "duplicate": B,
         "start_time": N0, "nodes": S0, "partition": S0, "cpus": I0}),
-    ("GET", "/v1/jobs"): _view(m.JobsReply, {"jobs": List(JOB_VIEW, max_items=_BIG)}),
+    ("GET", "/v1/jobs"): _view(m.JobsReply, {
+        "jobs": List(JOB_VIEW, max_items=_BIG),
+        "task_runs": List(_view(m.TaskRunView, {"view": JOB_VIEW, "tasks": List(List(NAT, max_items=3),
+                                                                                  max_items=_BIG)}),
+                          max_items=_BIG)}),
     ("POST", "/v1/jobs/signal"): DONE,
     ("POST", "/v1/jobs/hold"): DONE,
     ("POST", "/v1/jobs/release"): DONE,
     ("POST", "/v1/jobs/requeue"): DONE,
     ("POST", "/v1/jobs/update"): DONE,
-    ("GET", "/v1/accounting"): _view(m.AccountingReply, {"records": List(ACCT_ROW, max_items=_BIG)}),
+    ("GET", "/v1/accounting"): _view(m.AccountingReply, {"records": List(ACCT_ROW, max_items=_BIG),
+                                                          "pending_tasks": Map(S, List(NAT, max_items=_BIG))}),
     ("GET", "/v1/nodes"): _view(m.NodesReply, {"nodes": List(NODE_VIEW), "partitions": List(PARTITION_VIEW)}),
     ("GET", "/v1/snapshot"): _view(m.SnapshotReply, {
         "version": Int(1), "now": N, "policy": FREE, "cluster": S, "partitions": FREES, "nodes": FREES,

@@ -120,6 +120,16 @@ def _job_or_task(v: str, path: str, lim: Mapping[str, Any] | None) -> None:
         _int_text(part, path, lim)
 
 
+def _fold(v: str, path: str, lim: Mapping[str, Any] | None) -> None:
+    if v not in ("", "0", "1", "runs"):
+        raise WireError(path, "must be 1 (one row per job array) or runs (runs of alike tasks)", v)
+
+
+def _snapshot_jobs(v: str, path: str, lim: Mapping[str, Any] | None) -> None:
+    if v not in ("", "all", "running"):
+        raise WireError(path, "must be all or running", v)
+
+
 def _number_text(v: str, path: str, lim: Mapping[str, Any] | None) -> None:
     try:
         x = float(v)
@@ -234,7 +244,7 @@ REQUESTS: dict[tuple[str, str], Route] = {
     ("GET", "/v1/ping"): Route(NO_QUERY, None),
     ("POST", "/v1/jobs"): Route(NO_QUERY, shaped(m.SubmitRequest, {"spec": JOB_SPEC}, unknown="scalars",
                                                  what="a JSON object")),
-    ("GET", "/v1/jobs"): Route(Q(m.JobsQuery, ids=Str(1 << 20, test=_job_ids), all=Q_FLAG, fold=Q_FLAG,
+    ("GET", "/v1/jobs"): Route(Q(m.JobsQuery, ids=Str(1 << 20, test=_job_ids), all=Q_FLAG, fold=Str(16, test=_fold),
                                  nodes=HOSTLIST, **JOB_FILTERS), None),
     ("POST", "/v1/jobs/signal"): Route(NO_QUERY, _body(m.SignalRequest, {
         "ids": List(JOB_ID, max_items=100_000, null=True),
@@ -247,9 +257,10 @@ REQUESTS: dict[tuple[str, str], Route] = {
     ("POST", "/v1/jobs/update"): Route(NO_QUERY, _body(m.UpdateRequest, {"ids": JOB_IDS, "changes": UPDATE})),
     ("GET", "/v1/accounting"): Route(Q(m.AccountingQuery, ids=Str(1 << 20, test=_job_ids), users=Q_TEXT,
                                        accounts=Q_TEXT, states=Q_TEXT, names=Q_TEXT, partitions=Q_TEXT, qos=Q_TEXT,
-                                       start=Q_NUMBER, end=Q_NUMBER, all_users=Q_FLAG, duplicates=Q_FLAG), None),
+                                       start=Q_NUMBER, end=Q_NUMBER, all_users=Q_FLAG, duplicates=Q_FLAG,
+                                       fold=Q_FLAG), None),
     ("GET", "/v1/nodes"): Route(NO_QUERY, None),
-    ("GET", "/v1/snapshot"): Route(NO_QUERY, None),
+    ("GET", "/v1/snapshot"): Route(Q(m.SnapshotQuery, jobs=Str(16, test=_snapshot_jobs)), None),
     ("POST", "/v1/steps"): Route(NO_QUERY, _body(m.StepRequest, {
         "job_id": Int(1, MAX_ID), "argv": List(Str("max_env_bytes"), min_items=1, max_items=100_000,
                                                max_bytes="max_env_bytes"),

@@ -251,6 +251,31 @@ def job_reason(job: dict) -> str:
     return fixed.get(state or "", "None")
 
 
+def expand_task_runs(jobs: list[dict], runs: list[dict] | None) -> list[dict]:
+    """The JOB_VIEWs of a `fold=runs` reply (batchd/protocol.py, TaskRunView), one per task,
+    merged with `jobs` by id (both come ordered by id)."""
+    if not runs:
+        return jobs
+    tasks = []
+    for run in runs:
+        view = run["view"]
+        aj = view.get("array_job_id")
+        for jid, task, count in run["tasks"]:
+            for k in range(count):
+                tasks.append(dict(view, id=jid + k, array_task_id=task + k, display_id=f"{aj}_{task + k}"))
+    tasks.sort(key=lambda j: j["id"])
+    if not jobs:
+        return tasks
+    out, i = [], 0
+    for j in jobs:
+        while i < len(tasks) and tasks[i]["id"] < j["id"]:
+            out.append(tasks[i])
+            i += 1
+        out.append(j)
+    out.extend(tasks[i:])
+    return out
+
+
 def fold_array_tasks(jobs: list[dict]) -> list[dict]:
     """Slurm shows the still-pending tasks of a job array as one row: fold JOB_VIEWs with
     the same `array_job_id` that are PENDING into one row at the place of the first (whose

@@ -197,6 +197,7 @@ def build_query(opts: dict, now: float | None = None) -> dict:
             raise OptionError(f"{PROG}: error: Invalid state: {s}", 1)
         states.append(name)
     users = _split(opts.get("users"))
+    q["fold"] = "1"  # pending array tasks come folded (fold_pending_tasks)
     for key, val in (("ids", jobs), ("users", users), ("accounts", _split(opts.get("accounts"))),
                      ("states", states), ("partitions", _split(opts.get("partitions"))),
                      ("qos", _split(opts.get("qos"))), ("names", _split(opts.get("names")))):
@@ -275,10 +276,12 @@ def to_json(rows: list[dict]) -> str:
     return json.dumps({"meta": fmt.json_meta("openapi/dbv0.0.38"), "errors": [], "jobs": out}, indent=2) + "\n"
 
 
-def fold_pending_tasks(rows: list[dict]) -> list[dict]:
+def fold_pending_tasks(rows: list[dict], more: dict | None = None) -> list[dict]:
     """Pending array tasks (`123_4` rows in state PENDING, never run) print as one
-    `123_[4-7]` row, as Slurm keeps them in one master record; other rows unchanged."""
-    tasks: dict[str, list[int]] = {}
+    `123_[4-7]` row, as Slurm keeps them in one master record; other rows unchanged.
+    `more`: per array job id (text) task ids of pending tasks that have no row of their
+    own (the daemon's `pending_tasks`), folded into that array's row."""
+    tasks: dict[str, list[int]] = {str(k): list(v) for k, v in (more or {}).items()}
     for r in rows:
         base, sep, task = str(r.get("job_id") or "").partition("_")
         if sep and isdigits(task) and r.get("state") == "PENDING":
@@ -297,9 +300,9 @@ def fold_pending_tasks(rows: list[dict]) -> list[dict]:
     return out
 
 
-def render(rows: list[dict], opts: dict) -> str:
-    """Output text for fetched rows and parsed options."""
-    rows = fold_pending_tasks(rows)
+def render(rows: list[dict], opts: dict, more: dict | None = None) -> str:
+    """Output text for fetched rows and parsed options (`more`: fold_pending_tasks')."""
+    rows = fold_pending_tasks(rows, more)
     if opts.get("allocations"):
         rows = [r for r in rows if "." not in str(r.get("job_id") or "")]
     if opts.get("json"):
@@ -338,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     reply = fmt.daemon_call(PROG, "GET", "/v1/accounting", query=q)
     try:
-        fmt.write(render(reply.get("records", []), opts))
+        fmt.write(render(reply.get("records", []), opts, reply.get("pending_tasks")))
     except OptionError as e:
         sys.stderr.write(e.message + "\n")
         return e.exit_code

@@ -265,8 +265,10 @@ def build_query(opts: dict) -> tuple[dict, list[str] | None, list[str]]:
     nodes = _split(opts.get("nodelist"))
     if nodes:
         q["nodes"] = ",".join(nodes)  # the daemon narrows; fetch() checks names as given
-    if not opts.get("array") and "steps" not in opts:
-        q["fold"] = "1"  # the daemon folds pending array tasks (fold_array_tasks is then a no-op)
+    if "steps" not in opts:
+        # the daemon folds pending array tasks (fold_array_tasks is then a no-op); with -r it
+        # sends runs of alike tasks, which fetch() expands
+        q["fold"] = "runs" if opts.get("array") else "1"
     return q, states, jobs
 
 
@@ -419,7 +421,7 @@ def fetch(opts: dict) -> tuple[list[dict] | None, str | None]:
         return None, f"{PROG}: error: {e}"
     except client.DaemonError as e:
         return None, f"slurm_load_jobs error: {e.message}"
-    jobs = reply.get("jobs", [])
+    jobs = fmt.expand_task_runs(reply.get("jobs", []), reply.get("task_runs"))
     if states is not None:
         jobs = [j for j in jobs if j.get("state") in states]
     elif q.get("all") != "1":
@@ -430,7 +432,7 @@ def fetch(opts: dict) -> tuple[list[dict] | None, str | None]:
         for n in nodes:
             wanted.update(fmt.expand_hostlist_arg(PROG, n))
         jobs = [j for j in jobs if wanted & set(fmt.expand_hostlist(j.get("node_list") or ""))]
-    if len(jobs_list) == 1 and "[" not in jobs_list[0] and not reply.get("jobs"):
+    if len(jobs_list) == 1 and "[" not in jobs_list[0] and not reply.get("jobs") and not reply.get("task_runs"):
         return None, "slurm_load_jobs error: Invalid job id specified"
     return jobs, None
 

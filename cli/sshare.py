@@ -71,12 +71,13 @@ def _error(msg, code=1):
     sys.exit(code)
 
 
-def load_snapshot(path, prog):
-    """The snapshot dict from `path`, or from the daemon when `path` is None."""
+def load_snapshot(path, prog, query=None):
+    """The snapshot dict from `path`, or from the daemon when `path` is None (`query`: the
+    request's, e.g. {"jobs": "running"})."""
     if path is None:
         from batchd.cli.client import call
 
-        return call(prog, "GET", "/v1/snapshot")
+        return call(prog, "GET", "/v1/snapshot", query=query)
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
@@ -137,7 +138,8 @@ def main(argv=None):
         sys.stdout.write("".join(out) + "\n")
         return 0
 
-    snapshot = load_snapshot(opts.get("snapshot"), PROG)
+    # sshare reads the running jobs only (TRESRunMins); the pending ones are not sent
+    snapshot = load_snapshot(opts.get("snapshot"), PROG, {"jobs": "running"})
     try:
         policy = merge_policy(None, snapshot)
         rows = share_rows(snapshot, None)

@@ -561,6 +561,12 @@ class Store:
             s.add(AuditRow(time=time.time(), uid=uid, action="account.put",
                            detail=json.dumps(acct.__dict__, sort_keys=True)))
 
+    def pending_owners(self) -> list[tuple[str, str]]:
+        """(account, user) of every pending job, each pair once, sorted."""
+        q = select(JobRow.account, JobRow.user).where(JobRow.state == "PENDING").distinct()
+        with self.read() as s:
+            return sorted((str(a), str(u)) for a, u in s.connection().execute(q))
+
     def list_associations(self) -> list[dict[str, Any]]:
         with self.read() as s:
             return [_assoc_dict(a) for a in s.scalars(select(Association).order_by(Association.account,

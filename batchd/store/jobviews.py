@@ -14,6 +14,7 @@ JSON object (a malformed record) is loaded whole, for the views' fallbacks.
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -59,6 +60,7 @@ class JobQuery:
     owner_uid: int | None = None
     window: tuple[float | None, float | None] | None = None
     pending_tasks: bool | None = None
+    fresh_tasks: bool | None = None
     on_nodes: bool = False
 
 
@@ -99,6 +101,10 @@ def _conditions(q: JobQuery) -> list[ColumnElement[bool]]:
         is_task = and_(JobRow.state == "PENDING", JobRow.array_job_id.is_not(None),
                        JobRow.array_task_id.is_not(None))
         c.append(is_task if q.pending_tasks else ~is_task)
+    if q.fresh_tasks is not None:
+        is_fresh = and_(JobRow.state == "PENDING", JobRow.array_job_id.is_not(None),
+                        JobRow.array_task_id.is_not(None), JobRow.restarts == 0)
+        c.append(is_fresh if q.fresh_tasks else ~is_fresh)
     if q.on_nodes:
         c.append(JobRow.node_list != "")
     return c or [true()]
@@ -139,18 +145,23 @@ def list_view_jobs(store: Store, q: JobQuery, spec_keys: Sequence[str], request_
         return _load(s, store, q, spec_keys, request_keys)
 
 
-def _load(s: Session, store: Store, q: JobQuery, spec_keys: Sequence[str], request_keys: Sequence[str]) -> list[Job]:
+def _select_view(store: Store, q: JobQuery, spec_keys: Sequence[str], request_keys: Sequence[str]) -> Any:
     cols: list[KeyedColumnElement[Any]] = [getattr(JobRow, c) for c in _PLAIN]
-    stmt = (select(*cols, *_extract(store, JobRow.spec, spec_keys, _HEAVY_SPEC_KEYS, "spec"),
+    return (select(*cols, *_extract(store, JobRow.spec, spec_keys, _HEAVY_SPEC_KEYS, "spec"),
                    *_extract(store, JobRow.request, request_keys, _HEAVY_REQUEST_KEYS, "request"))
             .where(*_conditions(q)).order_by(JobRow.id))
-    out = []
-    for r in s.execute(stmt):
-        m = r._mapping
-        out.append(Job(spec=_document(m["spec_vals"], m["spec_raw"], spec_keys),
-                       request=_document(m["request_vals"], m["request_raw"], request_keys),
-                       **{k: m[k] for k in _PLAIN}))
-    return out
+
+
+def _job(m: Any, spec_keys: Sequence[str], request_keys: Sequence[str]) -> Job:
+    """A Job from one row of `_select_view`."""
+    return Job(spec=_document(m["spec_vals"], m["spec_raw"], spec_keys),
+               request=_document(m["request_vals"], m["request_raw"], request_keys),
+               **{k: m[k] for k in _PLAIN})
+
+
+def _load(s: Session, store: Store, q: JobQuery, spec_keys: Sequence[str], request_keys: Sequence[str]) -> list[Job]:
+    return [_job(r._mapping, spec_keys, request_keys)
+            for r in s.connection().execute(_select_view(store, q, spec_keys, request_keys))]
 
 
 #: keeps a job given (id, array_job_id, array_task_id); None keeps every job
@@ -171,7 +182,7 @@ def list_folded_view_jobs(store: Store, q: JobQuery, spec_keys: Sequence[str], r
     with store.read() as s:
         others = picked(_load(s, store, replace(q, pending_tasks=False), spec_keys, request_keys))
         # pending_tasks: array tasks only, so both array columns are set
-        tasks = [(int(a), int(b), int(c)) for a, b, c in s.execute(tasks_stmt)
+        tasks = [(int(a), int(b), int(c)) for a, b, c in s.connection().execute(tasks_stmt)
                  if b is not None and c is not None and (pick is None or pick(a, b, c))]
         first: dict[int, tuple[int, int]] = {}
         for jid, aj, task in tasks:
@@ -185,6 +196,52 @@ def list_folded_view_jobs(store: Store, q: JobQuery, spec_keys: Sequence[str], r
     return others, tasks, firsts
 
 
+@dataclass(frozen=True)
+class TaskRun:
+    """Alike pending tasks of one job array that never ran: every column and document key a
+    view reads, but the job id and the task id, is the same, so their views differ in those
+    ids alone. `first`: the task with the lowest job id, loaded as `list_view_jobs` loads
+    jobs; `tasks`: (job id, task id) of every task of the run, `first`'s included, by job id."""
+    first: Job
+    tasks: list[tuple[int, int]]
+
+
+#: the columns of a view's select that do not tell alike tasks apart: the two ids
+_IDS = {"id", "array_task_id"}
+
+
+def list_task_runs(store: Store, q: JobQuery, spec_keys: Sequence[str], request_keys: Sequence[str],
+                   pick: Pick = None) -> tuple[list[Job], list[TaskRun]]:
+    """What squeue -r shows, read in one transaction without building a job per task: (the
+    jobs `q` selects but the pending array tasks that never ran, as `list_view_jobs` loads
+    them; those tasks as runs of alike tasks (`TaskRun`), by the first's job id). `pick`
+    narrows both parts in Python (task lists). A job array's 10,000 pending tasks are one
+    run until a task is changed alone (held, updated): then that task starts a run of its own."""
+    with store.read() as s:
+        others = [j for j in _load(s, store, replace(q, fresh_tasks=False), spec_keys, request_keys)
+                  if pick is None or pick(j.id, j.array_job_id, j.array_task_id)]
+        runs: dict[Any, tuple[Any, list[tuple[int, int]]]] = {}
+        res = s.connection().execute(_select_view(store, replace(q, fresh_tasks=True), spec_keys, request_keys))
+        rest = operator.itemgetter(*(i for i, k in enumerate(res.keys()) if k not in _IDS))
+        for r in res:
+            m = r._mapping
+            jid, task = m["id"], m["array_task_id"]
+            if pick is not None and not pick(jid, m["array_job_id"], task):
+                continue
+            key = rest(r)
+            try:
+                found = runs.get(key)
+            except TypeError:  # a JSON value that is no scalar (an allocation): a run of its own
+                key, found = ("alone", jid), None
+            if found is not None:
+                found[1].append((jid, task))
+            else:
+                runs[key] = (m, [(jid, task)])
+    out = [TaskRun(_job(m, spec_keys, request_keys), tasks) for m, tasks in runs.values()]
+    out.sort(key=lambda run: run.first.id)
+    return others, out
+
+
 def list_view_usage(store: Store, q: JobQuery) -> list[UsageRec]:
     """The usage records of the jobs `q` selects, ordered by (job_id, run): one query,
     the job filter as a subquery (never a list of ids, which SQLite limits)."""
@@ -192,7 +249,7 @@ def list_view_usage(store: Store, q: JobQuery) -> list[UsageRec]:
     stmt = (select(*cols).where(UsageRecord.job_id.in_(select(JobRow.id).where(*_conditions(q))))
             .order_by(UsageRecord.job_id, UsageRecord.run))
     with store.read() as s:
-        return [UsageRec(**r._mapping) for r in s.execute(stmt)]
+        return [UsageRec(**r._mapping) for r in s.connection().execute(stmt)]
 
 
 def list_job_heads(store: Store, q: JobQuery) -> list[Job]:

@@ -53,13 +53,13 @@ def test_query_built_from_options(daemon, capsys):
                  "fold": "1"}
 
 
-def test_the_daemon_folds_array_tasks_but_with_r_and_narrows_by_node(daemon, capsys):
+def test_the_daemon_folds_array_tasks_or_sends_runs_with_r_and_narrows_by_node(daemon, capsys):
     run([], capsys)
     assert daemon.calls[-1][3] == {"fold": "1"}
     run(["-r"], capsys)
-    assert daemon.calls[-1][3] == {}
+    assert daemon.calls[-1][3] == {"fold": "runs"}
     run(["-r", "-w", "vm"], capsys)
-    assert daemon.calls[-1][3] == {"nodes": "vm"}
+    assert daemon.calls[-1][3] == {"nodes": "vm", "fold": "runs"}
 
 
 def test_unknown_users_are_dropped_with_slurms_error(daemon, capsys):

@@ -9,12 +9,19 @@ import time
 import pytest
 
 from batchd import acctrows, views
-from batchd.cli.fmt import fold_array_tasks
+from batchd.cli.fmt import expand_task_runs, fold_array_tasks
+from batchd.cli.sacct import fold_pending_tasks as sacct_fold
 from batchd.config import load_config
 from batchd.jobfilter import filter_jobs
 from batchd.model import Job, UsageRec
 from batchd.store import Store
-from batchd.store.jobviews import JobQuery, list_folded_view_jobs, list_view_jobs, list_view_usage
+from batchd.store.jobviews import (
+    JobQuery,
+    list_folded_view_jobs,
+    list_task_runs,
+    list_view_jobs,
+    list_view_usage,
+)
 from batchd.store.migrate import upgrade
 
 NOW = time.time()
@@ -150,6 +157,73 @@ def test_folded_rows_equal_the_commands_folding(store, cfg, pick):
     assert fold_array_tasks(got) == got
     if pick is None:
         assert [v["display_id"] for v in got if v["id"] == 10] == ["10_[0-1,3-7,9%2]"]
+
+
+def _varied_arrays():
+    """Arrays whose pending tasks differ in every way a task can be changed alone."""
+    jobs = _jobs()
+    jobs[3].state = "RUNNING"  # task 2 of array 10 runs
+    jobs[3].node_list = "gpu02"
+    jobs[5].reason = "Priority"  # task 4: another reason
+    jobs[6].hold, jobs[6].reason, jobs[6].priority = True, "JobHeldUser", 0  # task 5 held
+    jobs[7].spec = _spec(mem_per_gpu_mb=10, nodelist="gpu01")  # task 6: scontrol update NodeList
+    jobs[8].request = {**jobs[8].request, "time_limit_admin": True}  # task 7: an admin's time limit
+    jobs[4].restarts = 1  # task 3 was requeued: it ran, so it is no never-run task
+    big = {"tasks": 1, "per_task": {"cpu": 1, "mem": 100}, "array_task_ids": list(range(20))}
+    jobs += [_job(100 + t, array_job_id=100, array_task_id=t, request=dict(big), name="big") for t in range(20)]
+    jobs.append(_job(40, array_job_id=10, array_task_id=9, reason="Other"))  # a late id in array 10
+    jobs.append(_job(41, array_job_id=10, array_task_id=10, request=dict(jobs[1].request),
+                     spec=_spec(mem_per_gpu_mb=10)))  # and one alike the first tasks
+    return jobs
+
+
+def _tasks_pick(jid, aj, task):
+    return aj == 100 and task % 3 != 1 or aj == 10 and task in (0, 1, 4, 10)
+
+
+@pytest.mark.parametrize("pick", [None, "tasks"], ids=["all", "task-list"])
+def test_task_runs_expand_to_the_views_of_every_task(store, cfg, pick):
+    store.insert_jobs(_varied_arrays())
+    chosen = None if pick is None else _tasks_pick
+    others, runs = list_task_runs(store, JobQuery(), *KEYS, pick=chosen)
+    reply = [{"view": views.job_view(r.first, cfg, now=NOW), "tasks": views.id_segments(r.tasks)} for r in runs]
+    got = expand_task_runs([views.job_view(j, cfg, now=NOW) for j in others], reply)
+    every = [v for v, j in zip(_full_views(store, cfg), store.list_jobs(), strict=True)
+             if chosen is None or chosen(j.id, j.array_job_id, j.array_task_id)]
+    assert got == every
+    assert all(j.state != "PENDING" or j.array_job_id is None or j.restarts for j in others)
+    if pick is None:
+        # array 100 is one run, one segment; array 10's changed tasks are runs of their own
+        big = [r for r in runs if r.first.array_job_id == 100]
+        assert [(r.first.id, views.id_segments(r.tasks)) for r in big] == [(100, [[100, 0, 20]])]
+        ten = [[jid for jid, _t in r.tasks] for r in runs if r.first.array_job_id == 10]
+        assert {10, 11, 41} <= set(ten[0])
+        # task 7's request differs in a key no view reads: in the first run or alone (PostgreSQL
+        # compares the request whole)
+        assert [t for t in ten[1:] if t != [17]] == [[14], [15], [16], [40]]
+
+
+def test_id_segments_step_both_ids():
+    assert views.id_segments([]) == []
+    assert views.id_segments([(5, 0), (6, 1), (7, 2), (9, 3), (10, 5), (11, 6)]) == [
+        [5, 0, 3], [9, 3, 1], [10, 5, 2]]
+
+
+@pytest.mark.parametrize("window", [None, (NOW - 60, None), (None, NOW - 1000)], ids=["all", "since", "before"])
+def test_sacct_folded_by_the_daemon_prints_the_rows_of_every_task_folded(store, cfg, window):
+    from batchd.service import Service
+
+    store.insert_jobs(_varied_arrays())
+    svc = Service(cfg, store)
+    q = {"all_users": "1"}
+    if window is not None:
+        q.update({k: str(v) for k, v in zip(("start", "end"), window, strict=True) if v is not None})
+    plain = svc.accounting(None, q)  # type: ignore[arg-type]
+    folded = svc.accounting(None, {**q, "fold": "1"})  # type: ignore[arg-type]
+    assert sacct_fold(folded["records"], folded.get("pending_tasks")) == sacct_fold(plain["records"])
+    if window is None:
+        assert len(folded["records"]) < len(plain["records"]) - 15
+        assert folded["pending_tasks"]["100"] == list(range(1, 20))
 
 
 def test_malformed_documents_are_loaded_whole(store, cfg):

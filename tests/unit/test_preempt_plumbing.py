@@ -123,3 +123,33 @@ def test_plan_prints_the_policy_column_only_when_the_scheduler_names_one():
             "8      preempt  9\n") in text
     old = render({**dec, "preempt": [{"job": "7", "reason": "reclaim", "for": "9"}]})
     assert "PREEMPT (1)\nJOBID  REASON   FOR\n7      reclaim  9\n" in old
+
+
+def test_sshare_from_the_running_jobs_alone_prints_what_the_whole_snapshot_prints(tmp_path):
+    """`GET /v1/snapshot?jobs=running` (sshare) leaves the pending jobs out but keeps the
+    associations their owners imply: a user with only a pending job in an account they
+    have no association in (the open `default` account) is still a row."""
+    from batchd.model import Job
+    from batchd.priority import merge_policy, share_rows
+    from batchd.priority import sshare_table as table
+
+    ctl = _controller(tmp_path)
+    _jobs(ctl.store)
+    ctl.store.insert_jobs([Job(id=9, name="d", user="carol", uid=1234, gid=1234, account="default",
+                               partition="batch", qos="normal", state="PENDING", submit_time=T - 3,
+                               spec={"script": "true", "workdir": "/"},
+                               request={"tasks": 1, "per_task": {"cpu": 1, "mem": 100}})])
+
+    def printed(snap):
+        policy = merge_policy(None, snap)
+        rows = table.filter_rows(share_rows(snap, None), None, None, False)
+        run_mins, order = table.tres_run_mins(snap, policy)
+        return table.render(rows, table.resolve_fields(table.default_fields(policy["fairshare_algorithm"], True,
+                                                                             False)),
+                            parsable="", header=True, cluster="c", run_mins=run_mins, tres_order=order,
+                            tres_raw=table.tres_raw_mins(snap, order), grp_mins={})
+
+    whole, running = ctl.snapshot(T), ctl.snapshot(T, running_only=True)
+    assert {j["id"] for j in running["jobs"]} == {1} and {j["id"] for j in whole["jobs"]} == {1, 2, 3, 9}
+    assert "carol" in printed(whole)
+    assert printed(running) == printed(whole)
