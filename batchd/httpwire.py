@@ -5,7 +5,6 @@ Every reply this module makes is a JSON error envelope of `batchd/protocol.py`."
 
 from __future__ import annotations
 
-import json
 import socket
 import struct
 import threading
@@ -14,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from batchd import viewmemo
 from batchd.service import Caller
 
 HEAD_MAX_BYTES = 64 * 1024
@@ -47,7 +47,7 @@ def peer_credentials(sock: socket.socket) -> Caller:
 
 def encode_reply(status: int, payload: Any, keep_alive: bool = False) -> bytes:
     """The reply; it says `Connection: keep-alive` only when the server keeps the connection."""
-    body = json.dumps(payload).encode()
+    body = viewmemo.dumps(payload).encode()  # json.dumps, with views encoded once (batchd.viewmemo)
     head = (f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\nConnection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n")
     return head.encode() + body

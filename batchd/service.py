@@ -41,6 +41,7 @@ from batchd.jobfilter import split_csv
 from batchd.model import Job, SubmitFacts
 from batchd.store import Store, jobviews
 from batchd.submission import Submission
+from batchd.viewmemo import ViewList, ViewMemo
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ class Service(Submission, JobChanges):
         self._snapshot = snapshot
         self._controller = controller
         self._decisions = decisions
+        self._view_memo = ViewMemo()
 
     def snapshot(self, query: dict[str, str] | None = None) -> dict[str, Any]:
         """The live scheduler snapshot (docs/snapshot.md), for plan --dump, sshare, sprio;
@@ -191,14 +193,19 @@ class Service(Submission, JobChanges):
                     "task_runs": [{"view": views.job_view(r.first, self.cfg), "tasks": views.id_segments(r.tasks)}
                                   for r in runs]}
         if query.get("fold") == "1":
-            others, tasks, firsts = jobviews.list_folded_view_jobs(self.store, q, *keys, pick=pick)
+            rows, tasks, firsts = jobviews.list_folded_view_rows(self.store, q, *keys, pick=pick)
             first_views = {j.array_job_id: views.job_view(j, self.cfg) for j in firsts
                            if j.array_job_id is not None}
-            return {"jobs": views.fold_pending_tasks([views.job_view(j, self.cfg) for j in others], tasks,
-                                                     first_views)}
-        jobs = jobviews.list_view_jobs(self.store, q, *keys)
-        return {"jobs": [views.job_view(j, self.cfg) for j in jobs
-                         if pick is None or pick(j.id, j.array_job_id, j.array_task_id)]}
+            return {"jobs": views.fold_pending_tasks(self._views_of(rows), tasks, first_views)}
+        rows = jobviews.list_view_rows(self.store, q, *keys)
+        return {"jobs": self._views_of([r for r in rows if pick is None or
+                                        pick(r.id, r.array_job_id, r.array_task_id)])}
+
+    def _views_of(self, rows: list[Any]) -> ViewList:
+        """The JOB_VIEWs of rows of `jobviews.list_view_rows`, kept by row (batchd.viewmemo)."""
+        keys = (views.SPEC_KEYS, views.REQUEST_KEYS)
+        return self._view_memo.views(rows, jobviews.ROW_STATE,
+                                     lambda r: views.job_view(jobviews.job_of_row(r, *keys), self.cfg))
 
     def accounting(self, caller: Caller, query: dict[str, str]) -> dict[str, Any]:
         """sacct's ACCT_ROWs: the filters and a loose time window in the store,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import grp
+import json
 import logging
 import time
 from typing import Any
@@ -17,6 +18,7 @@ from batchd.hostlist import compress
 from batchd.hostlist import ranges as _ranges
 from batchd.model import Job, Node
 from batchd.tres import parse_tres
+from batchd.viewmemo import ViewList
 
 log = logging.getLogger(__name__)
 
@@ -418,11 +420,18 @@ def fold_pending_tasks(others: list[dict[str, Any]], tasks: list[tuple[int, int,
     if not folded:
         return others
     folded.sort(key=lambda x: x[0])
-    out, k = [], 0
-    for v in others:
+    # the texts of `others` (a ViewList) go along, so the reply is still encoded by joining them
+    texts: list[str] | None = getattr(others, "texts", None)
+    out, out_texts, k = [], [], 0
+    for i, v in enumerate(others):
         while k < len(folded) and folded[k][0] < v["id"]:
             out.append(folded[k][1])
+            out_texts.append(json.dumps(folded[k][1]))
             k += 1
         out.append(v)
-    out.extend(f for _p, f in folded[k:])
-    return out
+        if texts is not None:
+            out_texts.append(texts[i])
+    for _p, f in folded[k:]:
+        out.append(f)
+        out_texts.append(json.dumps(f))
+    return ViewList(out, out_texts) if texts is not None else out

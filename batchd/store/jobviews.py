@@ -15,13 +15,25 @@ from __future__ import annotations
 
 import json
 import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import ColumnElement, String, and_, case, false, func, literal_column, or_, select, true
+from sqlalchemy import (
+    ColumnElement,
+    String,
+    Text,
+    and_,
+    case,
+    cast,
+    false,
+    func,
+    literal_column,
+    or_,
+    select,
+    true,
+)
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.elements import KeyedColumnElement
 
 from batchd.model import Job, UsageRec
 from batchd.store import Store
@@ -146,7 +158,10 @@ def list_view_jobs(store: Store, q: JobQuery, spec_keys: Sequence[str], request_
 
 
 def _select_view(store: Store, q: JobQuery, spec_keys: Sequence[str], request_keys: Sequence[str]) -> Any:
-    cols: list[KeyedColumnElement[Any]] = [getattr(JobRow, c) for c in _PLAIN]
+    # the allocation as text, decoded by `_job` (the JSON type would decode every row's, most
+    # of them null, also where a kept view makes the job unnecessary: batchd.viewmemo)
+    cols: list[Any] = [cast(JobRow.allocation, Text).label(c) if c == "allocation" else getattr(JobRow, c)
+                       for c in _PLAIN]
     return (select(*cols, *_extract(store, JobRow.spec, spec_keys, _HEAVY_SPEC_KEYS, "spec"),
                    *_extract(store, JobRow.request, request_keys, _HEAVY_REQUEST_KEYS, "request"))
             .where(*_conditions(q)).order_by(JobRow.id))
@@ -154,14 +169,33 @@ def _select_view(store: Store, q: JobQuery, spec_keys: Sequence[str], request_ke
 
 def _job(m: Any, spec_keys: Sequence[str], request_keys: Sequence[str]) -> Job:
     """A Job from one row of `_select_view`."""
+    alloc = m["allocation"]
     return Job(spec=_document(m["spec_vals"], m["spec_raw"], spec_keys),
                request=_document(m["request_vals"], m["request_raw"], request_keys),
-               **{k: m[k] for k in _PLAIN})
+               **{k: m[k] for k in _PLAIN if k != "allocation"},
+               allocation=json.loads(alloc) if isinstance(alloc, str) else alloc)
 
 
 def _load(s: Session, store: Store, q: JobQuery, spec_keys: Sequence[str], request_keys: Sequence[str]) -> list[Job]:
     return [_job(r._mapping, spec_keys, request_keys)
             for r in s.connection().execute(_select_view(store, q, spec_keys, request_keys))]
+
+
+#: the position of `state` in a row of `list_view_rows`
+ROW_STATE = _PLAIN.index("state")
+
+
+def list_view_rows(store: Store, q: JobQuery, spec_keys: Sequence[str], request_keys: Sequence[str]) -> list[Any]:
+    """`list_view_jobs`' rows as the database gives them (tuples: the plain columns, then
+    each document's extracted keys), for callers that keep views by row
+    (`batchd.viewmemo`); `job_of_row` makes the job of one."""
+    with store.read() as s:
+        return list(s.connection().execute(_select_view(store, q, spec_keys, request_keys)))
+
+
+def job_of_row(row: Any, spec_keys: Sequence[str], request_keys: Sequence[str]) -> Job:
+    """The job of a row of `list_view_rows`, as `list_view_jobs` loads it."""
+    return _job(row._mapping, spec_keys, request_keys)
 
 
 #: keeps a job given (id, array_job_id, array_task_id); None keeps every job
@@ -174,15 +208,22 @@ def list_folded_view_jobs(store: Store, q: JobQuery, spec_keys: Sequence[str], r
     pending tasks of job arrays, as `list_view_jobs` loads them; (id, array_job_id,
     array_task_id) of those pending tasks, by id; the pending task with the lowest task id
     of each array, loaded whole). `pick` narrows every part in Python (task lists)."""
-    def picked(jobs: Iterable[Job]) -> list[Job]:
-        return [j for j in jobs if pick is None or pick(j.id, j.array_job_id, j.array_task_id)]
+    rows, tasks, firsts = list_folded_view_rows(store, q, spec_keys, request_keys, pick)
+    return [job_of_row(r, spec_keys, request_keys) for r in rows], tasks, firsts
 
+
+def list_folded_view_rows(store: Store, q: JobQuery, spec_keys: Sequence[str], request_keys: Sequence[str],
+                          pick: Pick = None) -> tuple[list[Any], list[tuple[int, int, int]], list[Job]]:
+    """`list_folded_view_jobs` with the other jobs as rows (`list_view_rows`)."""
     tasks_stmt = (select(JobRow.id, JobRow.array_job_id, JobRow.array_task_id)
                   .where(*_conditions(replace(q, pending_tasks=True))).order_by(JobRow.id))
     with store.read() as s:
-        others = picked(_load(s, store, replace(q, pending_tasks=False), spec_keys, request_keys))
+        conn = s.connection()
+        others = [r for r in conn.execute(_select_view(store, replace(q, pending_tasks=False), spec_keys,
+                                                       request_keys))
+                  if pick is None or pick(r.id, r.array_job_id, r.array_task_id)]
         # pending_tasks: array tasks only, so both array columns are set
-        tasks = [(int(a), int(b), int(c)) for a, b, c in s.connection().execute(tasks_stmt)
+        tasks = [(int(a), int(b), int(c)) for a, b, c in conn.execute(tasks_stmt)
                  if b is not None and c is not None and (pick is None or pick(a, b, c))]
         first: dict[int, tuple[int, int]] = {}
         for jid, aj, task in tasks:

@@ -4,6 +4,7 @@ batchd.jobfilter selects, and the daemon's folding of pending array tasks gives 
 the command's own folding gives."""
 
 import dataclasses
+import json
 import time
 
 import pytest
@@ -264,3 +265,25 @@ def _plan(store, q):
 def test_windows_and_filters_use_an_index(store, q, index):
     store.insert_jobs(_jobs())
     assert index in _plan(store, q)
+
+
+def test_the_daemons_kept_views_follow_every_change_of_a_job(store, cfg):
+    from batchd.service import Service
+    from batchd.viewmemo import dumps
+
+    store.insert_jobs(_jobs())
+    svc = Service(cfg, store)
+    for query in ({}, {"fold": "1"}):
+        before = svc.list_jobs(query)["jobs"]
+        again = svc.list_jobs(query)["jobs"]
+        assert again == before and dumps({"jobs": again}) == json.dumps({"jobs": again})
+        for jid, change in ((33, {"hold": True, "reason": "JobHeldUser", "priority": 0}),
+                            (33, {"spec": _spec(gpus_per_node={"count": 2}, ntasks_per_node=2,
+                                                script_path="/x/run.sh", nodelist="gpu03")}),
+                            (12, {"reason": "Resources"}), (30, {"comment": "seen"})):
+            assert store.update_job(jid, **change)
+            now = {v["id"]: v for v in svc.list_jobs({**query, "all": "1"})["jobs"]}
+            full = {v["id"]: v for v in _full_views(store, cfg)}
+            for k, v in now.items():
+                if "array_task_str" not in v or v["array_task_str"] is None:
+                    assert v == dict(full[k], run_time_s=v["run_time_s"]), k

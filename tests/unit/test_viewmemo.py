@@ -1,0 +1,59 @@
+"""batchd.viewmemo: views kept by row never go stale, stay bounded, and a reply holding
+them encodes byte for byte as json.dumps would."""
+
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from batchd.viewmemo import ViewList, ViewMemo, dumps
+
+STATE = 1  # the state's column in the rows below: (id, state, reason)
+
+
+def _build(calls):
+    def build(row):
+        calls.append(row)
+        return {"id": row[0], "state": row[1], "reason": row[2]}
+    return build
+
+
+def test_a_row_seen_again_gives_the_same_view_and_a_changed_row_a_new_one():
+    calls: list = []
+    memo = ViewMemo()
+    first = memo.views([(1, "PENDING", "Priority"), (2, "PENDING", "None")], STATE, _build(calls))
+    again = memo.views([(1, "PENDING", "Priority"), (2, "PENDING", "JobHeldUser")], STATE, _build(calls))
+    assert again[0] is first[0] and again[1]["reason"] == "JobHeldUser"
+    assert calls == [(1, "PENDING", "Priority"), (2, "PENDING", "None"), (2, "PENDING", "JobHeldUser")]
+    assert again.texts == [json.dumps(v) for v in again]
+
+
+def test_running_rows_and_unhashable_rows_are_built_every_time():
+    calls: list = []
+    memo = ViewMemo()
+    rows = [(1, "RUNNING", "None"), (2, "SUSPENDED", "None"), (3, "PENDING", ["a list"])]
+    memo.views(rows, STATE, _build(calls))
+    memo.views(rows, STATE, _build(calls))
+    assert len(calls) == 6 and len(memo) == 0
+
+
+def test_the_memo_keeps_at_most_cap_rows_the_oldest_dropped_first():
+    calls: list = []
+    memo = ViewMemo(cap=3)
+    memo.views([(i, "PENDING", "None") for i in range(5)], STATE, _build(calls))
+    assert len(memo) == 3
+    memo.views([(4, "PENDING", "None"), (0, "PENDING", "None")], STATE, _build(calls))
+    assert calls[5:] == [(0, "PENDING", "None")]
+
+
+VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+                      lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(), kids, max_size=3),
+                      max_leaves=10)
+
+
+@given(st.lists(st.dictionaries(st.text(), VALUES, max_size=4), max_size=4),
+       st.dictionaries(st.text(), VALUES, max_size=3))
+def test_a_reply_with_view_lists_encodes_as_json_dumps(views, rest):
+    payload = {**rest, "jobs": ViewList(views, [json.dumps(v) for v in views])}
+    assert dumps(payload) == json.dumps(payload)
+    assert dumps(rest) == json.dumps(rest) and dumps([1, views]) == json.dumps([1, views])
