@@ -28,7 +28,7 @@ from typing import Any
 
 from batchd import arrayfold, faults
 from batchd.config import Config
-from batchd.cyclebook import REQUEUE_HELD, CycleBook
+from batchd.cyclebook import HELD_REASONS, REQUEUE_HELD, CycleBook
 from batchd.gres import Charge, whole_cards
 from batchd.hostlist import compress
 from batchd.model import Job
@@ -83,8 +83,10 @@ class Controller:
             jobs = self.store.snapshot_jobs(("RUNNING", "SUSPENDED"), ENDED_STATES, since=now - 86400,
                                             ended_if=lambda _active: False)
         else:
+            # the cycle's own leaves out the jobs held with their reason stored (no decision)
             jobs = self.store.snapshot_jobs(("PENDING", "RUNNING", "SUSPENDED"), ENDED_STATES,
-                                            since=now - 86400, ended_if=_any_dependency)
+                                            since=now - 86400, ended_if=_any_dependency,
+                                            settled_holds=HELD_REASONS if fold else ())
         book = CycleBook.read(jobs)
         bad = self._bad  # one reference: `cycle` replaces it, never changes it
         qos = {q.name: q for q in self.cfg.qos}

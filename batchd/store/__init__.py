@@ -9,7 +9,9 @@ PostgreSQL (several nodes) run the same code.
 
 from __future__ import annotations
 
+import functools
 import heapq
+import itertools
 import json
 import logging
 import os
@@ -18,13 +20,14 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     Connection,
     Engine,
     Table,
     Text,
+    and_,
     cast,
     create_engine,
     delete,
@@ -161,6 +164,22 @@ def _ping_when_idle(engine: Engine) -> None:
             raise exc.DisconnectionError(f"pooled connection failed its ping: {e}") from e
 
 
+T = TypeVar("T")
+
+
+def _writes_facts(fn: Callable[..., T]) -> Callable[..., T]:
+    """A Store method that writes accounts, associations or nodes: what `submit_facts`
+    keeps is read again after it (the generation moves once its transaction is over, so a
+    read that ran beside it is not kept as current)."""
+    @functools.wraps(fn)
+    def wrapper(self: Store, *args: Any, **kwargs: Any) -> T:
+        try:
+            return fn(self, *args, **kwargs)
+        finally:
+            self._facts_gen = next(self._facts_counter)  # atomic, unlike += on API threads
+    return wrapper
+
+
 class Store:
     """The database. `tx()` is a write transaction, `read()` a read-only one; every
     public method opens exactly one of them.
@@ -185,6 +204,13 @@ class Store:
         self._reserve_engine = None if sqlite or engine is not None else _reserve_engine(self.engine)
         # job id -> (stored request text, decoded): snapshot_jobs' memo, replaced whole
         self._request_memo: dict[int, tuple[str, dict[str, Any]]] = {}
+        # submit_facts' accounts, nodes and associations by user, kept while no write to them
+        # (`_writes_facts`) bumped the generation: SQLite only, where this process alone
+        # writes the database; on PostgreSQL other daemons write them
+        self._facts_cached = sqlite
+        self._facts_counter = itertools.count(1)
+        self._facts_gen = 0
+        self._facts: tuple[int, list[Account], list[Node], dict[str, list[dict[str, Any]]]] | None = None
 
     # The four transactions below are where every public store function meets the
     # database: a driver error inside one, or at its BEGIN or COMMIT, leaves as a
@@ -300,12 +326,25 @@ class Store:
         transaction: accounts, `user`'s associations, nodes, and with `token` the jobs
         `uid` already stored with it (a retried submission). Indexed reads only: no job
         is read but those of the token."""
+        kept = self._facts
+        if kept is not None and kept[0] == self._facts_gen and user in kept[3]:
+            if token is not None:
+                with self.core_read() as conn:
+                    repeated = submitpath.token_jobs(conn, uid, token)
+            else:
+                repeated = []
+            return SubmitFacts(accounts=list(kept[1]), associations=list(kept[3][user]), nodes=list(kept[2]),
+                               repeated=repeated)
+        gen = self._facts_gen
         with self.core_read() as conn:  # prebuilt Core statements (batchd.store.submitpath)
             accounts = submitpath.accounts(conn)
             assoc = submitpath.associations(conn, user)
             nodes = submitpath.nodes(conn)
             repeated = [] if token is None else submitpath.token_jobs(conn, uid, token)
-        return SubmitFacts(accounts=accounts, associations=assoc, nodes=nodes, repeated=repeated)
+        if self._facts_cached:
+            users = kept[3] if kept is not None and kept[0] == gen and len(kept[3]) < 10_000 else {}
+            self._facts = (gen, accounts, nodes, {**users, user: assoc})
+        return SubmitFacts(accounts=list(accounts), associations=list(assoc), nodes=list(nodes), repeated=repeated)
 
     def store_submission(self, n: int, build: Callable[[int], list[Job]], uid: int,
                          token: str | None) -> tuple[list[Job], bool]:
@@ -373,7 +412,8 @@ class Store:
             return [from_row(Job, r) for r in s.scalars(q)]
 
     def snapshot_jobs(self, active: Iterable[str], ended: Iterable[str], since: float,
-                      ended_if: Callable[[list[Job]], bool] | None = None) -> list[Job]:
+                      ended_if: Callable[[list[Job]], bool] | None = None,
+                      settled_holds: tuple[str, ...] = ()) -> list[Job]:
         """The jobs a scheduling cycle reads, ordered by id, in one read transaction: those
         in an `active` state and those in an `ended` state, either only if they ended at
         or after `since` or have not ended. Only the columns a cycle uses are read: an
@@ -382,7 +422,11 @@ class Store:
         identity, state and times only (spec and request {}), enough for dependencies.
         With `ended_if`, the ended jobs are read (in the same transaction) only when it
         returns True for the active ones: a day of ended jobs can be 100,000 rows, and
-        only dependencies read them."""
+        only dependencies read them. With `settled_holds` (reasons), a pending job held with
+        one of these reasons already stored and no dependency is left out: a cycle has
+        nothing to decide for it (a held array of 10,000 tasks cost every cycle its rows);
+        if a job it reads has a dependency, the held ones are read too (a dependency may
+        name one)."""
         recent = (JobRow.end_time.is_(None)) | (JobRow.end_time >= since)
         # the JSON columns come as text and are decoded here: most are null or alike for
         # pending jobs (SQLAlchemy's JSON type would decode each of them, row by row)
@@ -392,6 +436,12 @@ class Store:
                         cast(JobRow.spec["nodelist"], Text).label("spec_nodelist"),
                         cast(JobRow.spec["exclude"], Text).label("spec_exclude"))
                  .where(JobRow.state.in_(list(active)), recent).order_by(JobRow.id))
+        settled: Any = None
+        if settled_holds:
+            settled = and_(JobRow.state == "PENDING", JobRow.hold.is_(True), JobRow.reason.in_(settled_holds),
+                           JobRow.request["dependency"].as_string().is_(None))
+            q_held = q_act.where(settled)
+            q_act = q_act.where(~settled)
         # Two queries, not one with `recent`: the OR would make the database read every
         # ended job of the history through the state index; each of these is one range of
         # ix_jobs_state_end_time per state. Both ordered by id, merged below.
@@ -408,13 +458,11 @@ class Store:
         memo = self._request_memo
         fresh: dict[int, tuple[str, dict[str, Any]]] = {}
         same_text: dict[str, dict[str, Any]] = {}
-        with self.read() as s:
-            out = []
+        def jobs_of(res: Any) -> list[Job]:
             # rows become dicts by zipping the result's keys, taken once: Row._asdict()
             # builds the key view again for every row (a third of a cycle's snapshot time)
-            conn = s.connection()  # Core results: the ORM's row loading costs more than the rows
-            res = conn.execute(q_act)
             keys = tuple(res.keys())
+            jobs = []
             for r in res:
                 d = dict(zip(keys, r, strict=True))
                 for f in _TEXT_JSON:
@@ -429,7 +477,14 @@ class Store:
                     request = same_text.get(raw) or json.loads(raw)
                 same_text.setdefault(raw, request)
                 fresh[d["id"]] = (raw, request)
-                out.append(Job(**d, request=request))
+                jobs.append(Job(**d, request=request))
+            return jobs
+
+        with self.read() as s:
+            conn = s.connection()  # Core results: the ORM's row loading costs more than the rows
+            out = jobs_of(conn.execute(q_act))
+            if settled is not None and any(j.state == "PENDING" and j.request.get("dependency") for j in out):
+                out = list(heapq.merge(out, jobs_of(conn.execute(q_held)), key=lambda j: j.id))
             ended_jobs: list[Job] = []
             open_jobs: list[Job] = []
             if ended_if is None or ended_if(out):
@@ -533,6 +588,7 @@ class Store:
             return [from_row(UsageRec, r) for r in s.scalars(q)]
 
     # ------------------------------------------------------------------ accounts
+    @_writes_facts
     def ensure_default_account(self) -> None:
         with self.tx() as s:
             if s.get(AccountRow, "root") is None:
@@ -547,6 +603,7 @@ class Store:
             return [from_row(Account, r) for r in s.scalars(select(AccountRow).order_by(AccountRow.created,
                                                                                         AccountRow.name))]
 
+    @_writes_facts
     def put_account(self, acct: Account, uid: int = 0) -> None:
         with self.tx() as s:
             row = s.get(AccountRow, acct.name)
@@ -572,6 +629,7 @@ class Store:
             return [_assoc_dict(a) for a in s.scalars(select(Association).order_by(Association.account,
                                                                                    Association.user))]
 
+    @_writes_facts
     def put_association(self, user: str, account: str, shares: int | None = 1, is_default: bool = False,
                         uid: int = 0, policy: dict[str, Any] | None = None) -> None:
         with self.tx() as s:
@@ -586,6 +644,7 @@ class Store:
             s.add(AuditRow(time=time.time(), uid=uid, action="association.put",
                            detail=json.dumps({"user": user, "account": account, "shares": shares})))
 
+    @_writes_facts
     def replace_accounts(self, accounts: list[Account], associations: list[dict[str, Any]], uid: int,
                          changes: list[str]) -> None:
         """Make the account tree and the associations exactly these, in one transaction,
@@ -611,6 +670,7 @@ class Store:
                 s.add(AuditRow(time=now, uid=uid, action="accounts.apply", detail=json.dumps(changes)))
 
     # ------------------------------------------------------------------ nodes
+    @_writes_facts
     def upsert_node(self, node: Node) -> None:
         """Register or refresh a node's inventory and heartbeat; an admin-set state
         (DRAIN, DOWN with a reason) is kept. A new node is registered at its heartbeat
@@ -627,6 +687,7 @@ class Store:
                     row.state, row.reason, row.reason_uid, row.reason_time = "IDLE", None, None, None
                     s.add(NodeEvent(node=node.name, time=node.heartbeat, state="IDLE", reason=None))
 
+    @_writes_facts
     def heartbeat(self, names: list[str], now: float) -> None:
         """The agent of these nodes is alive; a node that was DOWN only for not
         responding comes back (an admin's DOWN/DRAIN with another reason stays)."""
@@ -639,6 +700,7 @@ class Store:
             for name in back:
                 s.add(NodeEvent(node=name, time=now, state="IDLE", reason=None))
 
+    @_writes_facts
     def set_node_state(self, name: str, state: str, reason: str | None, uid: int,
                        now: float | None = None) -> bool:
         """Set a node's state (audited; a change of state is recorded in `node_events`
@@ -673,6 +735,7 @@ class Store:
         with self.read() as s:
             return [from_row(Node, r) for r in s.scalars(select(NodeRow).order_by(NodeRow.name))]
 
+    @_writes_facts
     def delete_nodes_except(self, names: list[str]) -> None:
         with self.tx() as s:
             s.execute(delete(NodeRow).where(NodeRow.name.not_in(names)))

@@ -162,6 +162,36 @@ def test_submit_facts_reads_the_users_associations_nodes_and_token(store):
     assert store.submit_facts("alice", 1000, None).repeated == []
 
 
+def test_submit_facts_follow_every_write_of_accounts_associations_and_nodes(store):
+    """What submit_facts keeps between submissions (SQLite) is read again after each store
+    write of accounts, associations or nodes: no submission is checked against old facts."""
+    from batchd.model import Account
+
+    store.ensure_default_account()
+    store.upsert_node(Node(name="n1", state="IDLE", cpus=8, memory_mb=1000, gpus=[], heartbeat=1.0))
+
+    def facts():
+        f = store.submit_facts("alice", 1000, None)
+        return ([a.name for a in f.accounts], [(a["account"], a["shares"]) for a in f.associations],
+                [(n.name, n.state, n.heartbeat) for n in f.nodes])
+    assert facts() == facts() == (["root", "default"], [], [("n1", "IDLE", 1.0)])
+    store.put_association("alice", "default", shares=3)
+    assert facts()[1] == [("default", 3)]
+    store.put_account(Account(name="physics", parent="root", priority=100, shares=1, resources={}))
+    assert facts()[0] == ["root", "default", "physics"]
+    store.replace_accounts([Account(name="chem", parent="root", priority=100, shares=1, resources={})],
+                           [{"user": "alice", "account": "chem", "shares": 1, "is_default": True}], 0, [])
+    assert facts()[:2] == (["chem"], [("chem", 1)])
+    store.set_node_state("n1", "DRAIN", "maintenance", 0)
+    assert facts()[2][0][1] == "DRAIN"
+    store.heartbeat(["n1"], 5.0)
+    assert facts()[2][0][2] == 5.0
+    store.upsert_node(Node(name="n2", state="IDLE", cpus=8, memory_mb=1000, gpus=[], heartbeat=1.0))
+    assert [n for n, _s, _h in facts()[2]] == ["n1", "n2"]
+    store.delete_nodes_except(["n2"])
+    assert [n for n, _s, _h in facts()[2]] == ["n2"]
+
+
 def test_snapshot_jobs_reads_what_a_cycle_needs(store):
     """Active jobs without their spec but for nodelist/exclude; ended jobs of the window
     with identity, state and times only; by id across both."""
@@ -207,6 +237,31 @@ def test_snapshot_jobs_reads_ended_jobs_only_when_asked(store):
     assert [j.id for j in jobs] == [1] and seen == [[1]]
     jobs = store.snapshot_jobs(("PENDING",), ("COMPLETED",), since=now - 86400, ended_if=lambda a: True)
     assert [j.id for j in jobs] == [1, 2]
+
+
+def test_snapshot_jobs_leaves_out_settled_holds_unless_a_dependency_may_name_them(store):
+    """`settled_holds` (the cycle's own snapshot): a pending job held with one of these
+    reasons stored and no dependency of its own is not read, as no cycle decides anything
+    for it; one held but not yet worded (a requeue-hold), one with a dependency, and any
+    other job are read; when a job read has a dependency (it may name a held one), the
+    held ones are read too."""
+    held = dict(hold=True, reason="JobHeldUser", priority=0)
+    store.insert_jobs([_job(1), _job(2, **held), _job(3, **held), _job(4, hold=True, reason="None"),
+                       _job(5, **dict(held, reason="JobHeldAdmin")),
+                       _job(6, state="RUNNING", hold=True, reason="JobHeldUser")])
+    now = time.time()
+    reasons = ("JobHeldUser", "JobHeldAdmin")
+
+    def ids():
+        return [j.id for j in store.snapshot_jobs(("PENDING", "RUNNING"), (), since=now - 86400,
+                                                  settled_holds=reasons)]
+    assert [j.id for j in store.snapshot_jobs(("PENDING", "RUNNING"), (), since=now - 86400)] == [1, 2, 3, 4, 5, 6]
+    assert ids() == [1, 4, 6]
+    store.update_job(3, None, request={"tasks": 1, "dependency": "afterok:2"})  # a held job's own dependency
+    assert ids() == [1, 2, 3, 4, 5, 6]
+    store.update_job(3, None, request={"tasks": 1})
+    store.update_job(1, None, request={"tasks": 1, "dependency": "afterok:5"})  # names a held job
+    assert ids() == [1, 2, 3, 4, 5, 6]
 
 
 def test_history_is_read_through_indexes(store):
