@@ -223,15 +223,20 @@ class Service(Submission, JobChanges):
         keys = (views.SPEC_KEYS, views.REQUEST_KEYS)
         dup = query.get("duplicates") == "1"
         if query.get("fold") == "1":
-            # a never-run pending task has one row, alike its run's first's but for the id:
-            # the first's row stands for the run, the others go as task ids (sacct folds them)
-            jobs, runs = jobviews.list_task_runs(self.store, q, *keys, pick=pick)
-            usage = jobviews.list_view_usage(self.store, dataclasses.replace(q, fresh_tasks=False))
-            rows = acctrows.acct_rows(jobs + [r.first for r in runs], usage, duplicates=dup, start=start, end=end)
+            # a never-run pending task has one row, alike every such task's of its array and
+            # submit time but for the ids: the first's row stands for them, the others go as
+            # task ids (sacct folds them all into the array's one pending row)
+            rest = dataclasses.replace(q, fresh_tasks=False)
+            jobs = [j for j in jobviews.list_view_jobs(self.store, rest, *keys)
+                    if pick is None or pick(j.id, j.array_job_id, j.array_task_id)]
+            groups = jobviews.list_fresh_task_groups(self.store, q, *keys, pick=pick)
+            usage = jobviews.list_view_usage(self.store, rest)
+            rows = acctrows.acct_rows(jobs + [first for first, _t in groups], usage, duplicates=dup,
+                                      start=start, end=end)
             more: dict[str, list[int]] = {}
-            for r in runs:
-                if len(r.tasks) > 1 and acctrows.acct_rows([r.first], [], start=start, end=end):
-                    more.setdefault(str(r.first.array_job_id), []).extend(t for _j, t in r.tasks[1:])
+            for first, tasks in groups:
+                if tasks and acctrows.acct_rows([first], [], start=start, end=end):
+                    more.setdefault(str(first.array_job_id), []).extend(tasks)
             return {"records": rows, "pending_tasks": more} if more else {"records": rows}
         jobs = [j for j in jobviews.list_view_jobs(self.store, q, *keys)
                 if pick is None or pick(j.id, j.array_job_id, j.array_task_id)]

@@ -33,7 +33,7 @@ from sqlalchemy import (
     select,
     true,
 )
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from batchd.model import Job, UsageRec
 from batchd.store import Store
@@ -257,30 +257,74 @@ def list_task_runs(store: Store, q: JobQuery, spec_keys: Sequence[str], request_
     jobs `q` selects but the pending array tasks that never ran, as `list_view_jobs` loads
     them; those tasks as runs of alike tasks (`TaskRun`), by the first's job id). `pick`
     narrows both parts in Python (task lists). A job array's 10,000 pending tasks are one
-    run until a task is changed alone (held, updated): then that task starts a run of its own."""
+    run until a task is changed alone (held, updated): then that task starts a run of its own.
+
+    Alike: the same plain columns (but the ids), and a spec and a request whose stored text
+    is the array's first task's (`array_job_id`'s row, compared in SQL: no document is
+    parsed or sent per task); a task whose documents differ from it is a run of its own."""
+    master = aliased(JobRow)
+
+    def same(col: str) -> Any:
+        mine, theirs = cast(getattr(JobRow, col), Text), cast(getattr(master, col), Text)
+        return func.coalesce(mine == select(theirs).where(master.id == JobRow.array_job_id).scalar_subquery(),
+                             False).label(f"same_{col}")
+
+    cols = [cast(JobRow.allocation, Text).label(c) if c == "allocation" else getattr(JobRow, c) for c in _PLAIN]
+    stmt = (select(*cols, same("spec"), same("request"))
+            .where(*_conditions(replace(q, fresh_tasks=True))).order_by(JobRow.id))
     with store.read() as s:
+        conn = s.connection()
         others = [j for j in _load(s, store, replace(q, fresh_tasks=False), spec_keys, request_keys)
                   if pick is None or pick(j.id, j.array_job_id, j.array_task_id)]
-        runs: dict[Any, tuple[Any, list[tuple[int, int]]]] = {}
-        res = s.connection().execute(_select_view(store, replace(q, fresh_tasks=True), spec_keys, request_keys))
-        rest = operator.itemgetter(*(i for i, k in enumerate(res.keys()) if k not in _IDS))
+        runs: dict[Any, list[tuple[int, int]]] = {}
+        res = conn.execute(stmt)
+        names = list(res.keys())
+        rest = operator.itemgetter(*(i for i, k in enumerate(names) if k not in _IDS and not k.startswith("same_")))
+        at_id, at_task = names.index("id"), names.index("array_task_id")
+        at_aj, at_spec, at_req = names.index("array_job_id"), names.index("same_spec"), names.index("same_request")
         for r in res:
-            m = r._mapping
-            jid, task = m["id"], m["array_task_id"]
-            if pick is not None and not pick(jid, m["array_job_id"], task):
+            jid, task = r[at_id], r[at_task]
+            if pick is not None and not pick(jid, r[at_aj], task):
                 continue
-            key = rest(r)
-            try:
-                found = runs.get(key)
-            except TypeError:  # a JSON value that is no scalar (an allocation): a run of its own
-                key, found = ("alone", jid), None
-            if found is not None:
-                found[1].append((jid, task))
-            else:
-                runs[key] = (m, [(jid, task)])
-    out = [TaskRun(_job(m, spec_keys, request_keys), tasks) for m, tasks in runs.values()]
+            key = rest(r) if r[at_spec] and r[at_req] else ("alone", jid)
+            runs.setdefault(key, []).append((jid, task))
+        firsts = sorted(tasks[0][0] for tasks in runs.values())
+        loaded: dict[int, Job] = {}
+        for i in range(0, len(firsts), 500):
+            loaded.update((j.id, j) for j in _load(s, store, JobQuery(ids=frozenset(firsts[i:i + 500])),
+                                                   spec_keys, request_keys))
+    out = [TaskRun(loaded[tasks[0][0]], tasks) for tasks in runs.values() if tasks[0][0] in loaded]
     out.sort(key=lambda run: run.first.id)
     return others, out
+
+
+def list_fresh_task_groups(store: Store, q: JobQuery, spec_keys: Sequence[str], request_keys: Sequence[str],
+                           pick: Pick = None) -> list[tuple[Job, list[int]]]:
+    """The pending array tasks that never ran among those `q` selects, grouped by array and
+    submit time (what sacct's time window reads of such a task: its row is the same but
+    for its ids), in one transaction and without a job per task: per group (its task with
+    the lowest task id, loaded as `list_view_jobs` loads jobs; the task ids of the others),
+    by that task's job id. `pick` narrows the tasks in Python (task lists)."""
+    stmt = (select(JobRow.id, JobRow.array_job_id, JobRow.array_task_id, JobRow.submit_time)
+            .where(*_conditions(replace(q, fresh_tasks=True))).order_by(JobRow.id))
+    groups: dict[tuple[Any, float], list[tuple[Any, int]]] = {}
+    with store.read() as s:
+        for jid, aj, task, submit in s.connection().execute(stmt):
+            if pick is None or pick(jid, aj, task):
+                groups.setdefault((aj, submit), []).append((task, jid))
+        firsts = sorted(min(tasks)[1] for tasks in groups.values())
+        loaded: dict[int, Job] = {}
+        for i in range(0, len(firsts), 500):
+            loaded.update((j.id, j) for j in _load(s, store, JobQuery(ids=frozenset(firsts[i:i + 500])),
+                                                   spec_keys, request_keys))
+    out = []
+    for tasks in groups.values():
+        tasks.sort()
+        first = loaded.get(tasks[0][1])
+        if first is not None:
+            out.append((first, [t for t, _j in tasks[1:]]))
+    out.sort(key=lambda g: g[0].id)
+    return out
 
 
 def list_view_usage(store: Store, q: JobQuery) -> list[UsageRec]:
