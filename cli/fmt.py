@@ -251,9 +251,25 @@ def job_reason(job: dict) -> str:
     return fixed.get(state or "", "None")
 
 
+class TaskView(dict):  # type: ignore[type-arg]
+    """The JOB_VIEW of one task of a `fold=runs` run: a copy of the run's view with the
+    task's own ids; `run` is the run's view, which every other key equals (what the table
+    layouts use to format those keys once per run)."""
+    run: dict
+
+    def __init__(self, run: dict, jid: int, task: int, display_id: str):
+        super().__init__(run)
+        self["id"], self["array_task_id"], self["display_id"] = jid, task, display_id
+        self.run = run
+
+
+#: JOB_VIEW keys that differ between the tasks of one run
+TASK_KEYS = ("id", "array_task_id", "display_id")
+
+
 def expand_task_runs(jobs: list[dict], runs: list[dict] | None) -> list[dict]:
-    """The JOB_VIEWs of a `fold=runs` reply (batchd/protocol.py, TaskRunView), one per task,
-    merged with `jobs` by id (both come ordered by id)."""
+    """The JOB_VIEWs of a `fold=runs` reply (batchd/protocol.py, TaskRunView), one per task
+    (a TaskView), merged with `jobs` by id (both come ordered by id)."""
     if not runs:
         return jobs
     tasks = []
@@ -262,7 +278,7 @@ def expand_task_runs(jobs: list[dict], runs: list[dict] | None) -> list[dict]:
         aj = view.get("array_job_id")
         for jid, task, count in run["tasks"]:
             for k in range(count):
-                tasks.append(dict(view, id=jid + k, array_task_id=task + k, display_id=f"{aj}_{task + k}"))
+                tasks.append(TaskView(view, jid + k, task + k, f"{aj}_{task + k}"))
     tasks.sort(key=lambda j: j["id"])
     if not jobs:
         return tasks

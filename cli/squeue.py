@@ -162,9 +162,33 @@ def format_percent(jobs: list[dict], fmtstr: str, header: bool = True, now: floa
     lines = []
     if header:
         lines.append(fmt.render_percent(items, lambda c: CODES.get(c, (c.upper(), ""))[0]))
+    cells = _RunCells(now)
     for j in jobs:
-        lines.append(fmt.render_percent(items, lambda c, j=j: job_value(j, CODES[c][1], now) if c in CODES else ""))
+        lines.append(fmt.render_percent(items, lambda c, j=j: cells.value(j, CODES[c][1]) if c in CODES else ""))
     return lines
+
+
+#: value keys whose text reads a key that differs between the tasks of a run (fmt.TASK_KEYS)
+_TASK_VALUE_KEYS = frozenset({"display_id", "job_id", "array_job_id", "array_task_id"})
+
+
+class _RunCells:
+    """job_value, computed once per run of `squeue -r` (fmt.TaskView) for every value key
+    that does not read a task's own ids: the 10,000 tasks of an array differ in those alone."""
+
+    def __init__(self, now: float | None):
+        self.now = now
+        self.kept: dict[tuple[int, str], str] = {}
+
+    def value(self, j: dict, key: str) -> str:
+        run = getattr(j, "run", None)
+        if run is None or key in _TASK_VALUE_KEYS:
+            return job_value(j, key, self.now)
+        k = (id(run), key)
+        text = self.kept.get(k)
+        if text is None:
+            text = self.kept[k] = job_value(j, key, self.now)
+        return text
 
 
 def field_key(name: str) -> tuple[str, str] | None:
@@ -182,8 +206,9 @@ def format_fields(jobs: list[dict], fields: list[tuple[str, int, bool]], header:
     lines = []
     if header:
         lines.append("".join(fmt.cell(hk[0], w, r) for hk, w, r in specs))
+    cells = _RunCells(now)
     for j in jobs:
-        lines.append("".join(fmt.cell(job_value(j, hk[1], now), w, r) for hk, w, r in specs))
+        lines.append("".join(fmt.cell(cells.value(j, hk[1]), w, r) for hk, w, r in specs))
     return lines
 
 

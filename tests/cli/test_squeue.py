@@ -252,3 +252,24 @@ def test_more_codes_and_fields(daemon):
         "84 * * * vm 0", "90 * * * n/a 0"]
     assert render(daemon, ["-O", "JobID:4,CPUsPerTask:.3,PendingTime:5,BatchFlag:2", "-S", "i"]).splitlines() == [
         "JOBICPUPENDIBA", "84    40    1 ", "90    14    1 "]
+
+
+def test_runs_print_as_the_views_of_every_task_in_every_layout(daemon):
+    """`fold=runs`: the tasks expanded from a run (fmt.TaskView, whose cells are formatted
+    once per run) print exactly as plain copies of the run's view with each task's ids, in
+    every % code and every -O field, sorted or not."""
+    from batchd.cli import fmt
+    from batchd.cli.squeue_fields import CODES, FIELDS
+
+    base = next(j for j in daemon.jobs if j.get("array_job_id") is not None and j["state"] == "PENDING")
+    runs = [{"view": dict(base, reason="Priority"), "tasks": [[9001, 3, 4], [9010, 9, 1]]},
+            {"view": dict(base, reason="JobHeldUser", priority=0, hold=True), "tasks": [[9011, 12, 2]]}]
+    others = [j for j in daemon.jobs if j["id"] < 9001]
+    expanded = fmt.expand_task_runs(others, runs)
+    plain = [dict(j) for j in expanded]
+    assert any(isinstance(j, fmt.TaskView) for j in expanded) and plain == expanded
+    percent = " ".join(f"%{c}" for c in CODES)
+    fields = ",".join(FIELDS)
+    for argv in (["-r", "-o", percent], ["-r", "-O", fields], ["-r", "-S", "-t,i", "-o", percent], ["-r"]):
+        opts, _ = squeue.parse("squeue", argv, squeue.TABLE)
+        assert squeue.render(expanded, opts, now=NOW) == squeue.render(plain, opts, now=NOW), argv
