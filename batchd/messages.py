@@ -124,6 +124,7 @@ class JobsQuery(TypedDict, total=False):
     ids: str
     all: str
     fold: str
+    keys: str
     nodes: str
     users: str
     accounts: str

@@ -75,7 +75,9 @@ GET  /v1/jobs?JobsQuery       -> {"jobs": [JOB_VIEW]}; query keys (all optional,
                               `fold=runs` (squeue -r): the pending array tasks that never ran are
                               not in "jobs" but in "task_runs": [TaskRunView {"view": JOB_VIEW,
                               "tasks": [[job id, task id, count]]}], runs of alike tasks whose views
-                              differ only in id, array_task_id and display_id (the command expands them).
+                              differ only in id, array_task_id and display_id (the command expands them);
+                              `keys=k1,k2,...` every JOB_VIEW (a run's too) carries only those keys
+                              (squeue asks for what its layout reads).
 POST /v1/jobs/signal          OWNER. SignalRequest {"ids": [str], "filters": {users, accounts, names,
                               states, partitions, qos}, "signal": int | None, "batch_only": bool} (filters
                               narrow the given ids, or select jobs when ids is empty, a non-admin's own

@@ -41,7 +41,7 @@ from batchd.jobfilter import split_csv
 from batchd.model import Job, SubmitFacts
 from batchd.store import Store, jobviews
 from batchd.submission import Submission
-from batchd.viewmemo import ViewList, ViewMemo
+from batchd.viewmemo import ViewList, ViewMemo, trimmed
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +169,17 @@ class Service(Submission, JobChanges):
         return q, pick
 
     def list_jobs(self, query: dict[str, str]) -> dict[str, Any]:
+        """`_list_jobs`; with `keys` (comma separated JOB_VIEW keys) every view has only those."""
+        reply = self._list_jobs(query)
+        keys = split_csv(query.get("keys"))
+        if not keys:
+            return reply
+        if "task_runs" in reply:
+            reply["task_runs"] = [dict(r, view=trimmed([r["view"]], keys)[0]) for r in reply["task_runs"]]
+        reply["jobs"] = trimmed(reply["jobs"], keys)
+        return reply
+
+    def _list_jobs(self, query: dict[str, str]) -> dict[str, Any]:
         """squeue's and scontrol's JOB_VIEWs (by id), filtered in the store. `fold=1`:
         the pending tasks of each job array as one row (`views.fold_pending_tasks`), as
         squeue shows them without -r; `fold=runs`: the pending tasks that never ran as runs

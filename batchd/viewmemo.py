@@ -40,6 +40,13 @@ class ViewList(list[dict[str, Any]]):
         return "[" + ", ".join(self.texts) + "]"
 
 
+def trimmed(views: Iterable[dict[str, Any]], keys: Sequence[str]) -> ViewList:
+    """The views with only `keys` (those they have), and their texts: what a command that
+    reads a few columns is sent (squeue's `keys=`), a fraction of the whole views' bytes."""
+    out = [{k: v[k] for k in keys if k in v} for v in views]
+    return ViewList(out, [json.dumps(v) for v in out])
+
+
 def dumps(payload: Any) -> str:
     """`json.dumps(payload)`, byte for byte, taking the texts of the ViewLists that are
     values of a top-level object as they are."""

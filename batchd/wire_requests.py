@@ -120,6 +120,12 @@ def _job_or_task(v: str, path: str, lim: Mapping[str, Any] | None) -> None:
         _int_text(part, path, lim)
 
 
+def _view_keys(v: str, path: str, lim: Mapping[str, Any] | None) -> None:
+    for k in v.split(","):
+        if k and not (k.isascii() and k.replace("_", "a").isalnum()):
+            raise WireError(path, "must be JOB_VIEW keys separated by commas", v)
+
+
 def _fold(v: str, path: str, lim: Mapping[str, Any] | None) -> None:
     if v not in ("", "0", "1", "runs"):
         raise WireError(path, "must be 1 (one row per job array) or runs (runs of alike tasks)", v)
@@ -245,6 +251,7 @@ REQUESTS: dict[tuple[str, str], Route] = {
     ("POST", "/v1/jobs"): Route(NO_QUERY, shaped(m.SubmitRequest, {"spec": JOB_SPEC}, unknown="scalars",
                                                  what="a JSON object")),
     ("GET", "/v1/jobs"): Route(Q(m.JobsQuery, ids=Str(1 << 20, test=_job_ids), all=Q_FLAG, fold=Str(16, test=_fold),
+                                 keys=Str(4096, test=_view_keys),
                                  nodes=HOSTLIST, **JOB_FILTERS), None),
     ("POST", "/v1/jobs/signal"): Route(NO_QUERY, _body(m.SignalRequest, {
         "ids": List(JOB_ID, max_items=100_000, null=True),

@@ -290,11 +290,61 @@ def build_query(opts: dict) -> tuple[dict, list[str] | None, list[str]]:
     nodes = _split(opts.get("nodelist"))
     if nodes:
         q["nodes"] = ",".join(nodes)  # the daemon narrows; fetch() checks names as given
+    keys = view_keys_needed(opts)
+    if keys is not None:
+        q["keys"] = ",".join(keys)  # the daemon sends only what the output reads
     if "steps" not in opts:
         # the daemon folds pending array tasks (fold_array_tasks is then a no-op); with -r it
         # sends runs of alike tasks, which fetch() expands
         q["fold"] = "runs" if opts.get("array") else "1"
     return q, states, jobs
+
+
+def _layout(opts: dict) -> tuple[str, str]:
+    """("fields", an -O list) or ("percent", an -o format): what the table prints."""
+    fields = opts.get("Format") or (None if opts.get("format") else os.environ.get("SQUEUE_FORMAT2"))
+    if fields:
+        return "fields", fields
+    f = opts.get("format") or os.environ.get("SQUEUE_FORMAT")
+    if not f:
+        f = START_FORMAT if opts.get("start") else (LONG_FORMAT if opts.get("long") else DEFAULT_FORMAT)
+    return "percent", f
+
+
+#: what every listing reads besides its columns: folding and expanding array tasks,
+#: the state and node filters, the sort's tie-breaks
+_BASE_KEYS = ("id", "display_id", "array_job_id", "array_task_id", "array_task_str", "array_max_running",
+              "state", "node_list")
+
+
+def view_keys_needed(opts: dict) -> list[str] | None:
+    """The JOB_VIEW keys the output reads (the daemon sends only these), None for all
+    (--json)."""
+    if opts.get("json"):
+        return None
+    kind, layout = _layout(opts)
+    if kind == "fields":
+        values = [(field_key(name) or ("", "empty"))[1] for name, _w, _r in fmt.parse_field_list(layout)]
+    else:
+        values = [CODES[it[0]][1] for it in fmt.parse_percent_format(layout)
+                  if not isinstance(it, str) and it[0] in CODES]
+    sort = opts.get("sort") or os.environ.get("SQUEUE_SORT") or ("S" if opts.get("start") else DEFAULT_SORT)
+    codes = {p.strip().lstrip("+-")[:1] for p in sort.split(",") if p.strip()} | {"i", "S"}
+    keys = squeue_fields.view_keys(values) | set(_BASE_KEYS)
+    for code in codes:
+        keys.update(_SORT_KEYS.get(code, ()))
+        if code in CODES:
+            keys.update(squeue_fields.view_keys([CODES[code][1]]))
+    return sorted(keys)
+
+
+#: the keys `_sort_value` reads for a sort code (beside job_value's for the others)
+_SORT_KEYS = {"p": ("priority",), "Q": ("priority",), "i": ("array_job_id", "id", "array_task_id"),
+              "A": ("array_job_id", "id", "array_task_id"), "F": ("array_job_id", "id", "array_task_id"),
+              "M": ("run_time_s",), "l": ("time_limit_s",), "L": ("time_limit_s",),
+              "S": ("start_time", "state", "start_estimate", "begin_time"), "V": ("submit_time",),
+              "e": ("end_time",), "D": ("nodes",), "C": ("cpus",), "y": ("nice",), "U": ("uid",),
+              "t": ("state",), "T": ("state",)}
 
 
 def render(jobs: list[dict], opts: dict, now: float | None = None) -> str:
@@ -314,14 +364,11 @@ def render(jobs: list[dict], opts: dict, now: float | None = None) -> str:
     if opts.get("json"):
         return to_json(jobs)
     header = not opts.get("noheader")
-    fields = opts.get("Format") or (None if opts.get("format") else os.environ.get("SQUEUE_FORMAT2"))
-    if fields:
-        lines = format_fields(jobs, fmt.parse_field_list(fields), header, now)
+    kind, layout = _layout(opts)
+    if kind == "fields":
+        lines = format_fields(jobs, fmt.parse_field_list(layout), header, now)
     else:
-        f = opts.get("format") or os.environ.get("SQUEUE_FORMAT")
-        if not f:
-            f = START_FORMAT if start else (LONG_FORMAT if opts.get("long") else DEFAULT_FORMAT)
-        lines = format_percent(jobs, f, header, now)
+        lines = format_percent(jobs, layout, header, now)
     text = "".join(line + "\n" for line in lines)
     if header and (opts.get("long") or opts.get("iterate") or opts.get("verbose")):
         text = fmt.banner_time(now) + "\n" + text

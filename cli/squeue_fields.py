@@ -2,6 +2,7 @@
 of one column for one JOB_VIEW row (`job_value`)."""
 
 import time
+from collections.abc import Iterable
 
 from batchd.cli import fmt
 
@@ -66,6 +67,31 @@ FIELDS = {
     "admincomment": ("ADMIN_COMMENT", "null"), "network": ("NETWORK", "null"),
     "batchflag": ("BATCHFLAG", "one"), "wckey": ("WCKEY", "null"), "exechost": ("EXEC_HOST", "batch_host"),
 }
+
+
+#: the JOB_VIEW keys `job_value` reads for a value key, where they are not the value key
+#: itself (a plain value) or nothing (a constant); `state` is read for every key.
+#: tests/cli/test_squeue.py records what job_value and the sort read and checks it here.
+VIEW_KEYS: dict[str, tuple[str, ...]] = {
+    "display_id": ("display_id", "id"), "job_id": ("id",), "array_job_id": ("array_job_id", "id"),
+    "array_task_id": ("array_task_id", "array_task_str"), "state_compact": (),
+    "reason": ("reason", "exit_code"), "reason_list": ("reason", "exit_code", "node_list"),
+    "time_used": ("run_time_s",), "time_limit": ("time_limit_s",), "time_left": ("time_limit_s", "run_time_s"),
+    "min_memory": ("mem_per_cpu_mb", "mem_per_node_mb", "mem_mb"), "priority_norm": ("priority",),
+    "start_time": ("start_estimate", "start_time", "begin_time"),
+    "end_time": ("start_time", "begin_time", "end_time", "time_limit_s"), "tres_alloc": ("tres_alloc", "tres_req"),
+    "cpus_per_task": ("cpus_per_task", "cpus", "ntasks"), "pending_time": ("eligible_time", "start_time"),
+    "min_cpus": ("min_cpus", "nodes", "cpus"), "null": (), "empty": (), "zero": (), "one": (), "star": (),
+    "oversubscribe": (), "sct": (),
+}
+
+
+def view_keys(value_keys: Iterable[str]) -> set[str]:
+    """The JOB_VIEW keys `job_value` reads for these value keys."""
+    out = {"state"}
+    for k in value_keys:
+        out.update(VIEW_KEYS.get(k, (k,)))
+    return out
 
 
 def _ts(v: float | None) -> str:

@@ -14,6 +14,15 @@ def run(argv, capsys):
     return rc, out, err
 
 
+def _query(daemon):
+    """The last query squeue sent, but for `keys` (test_the_keys_squeue_asks_for_... checks
+    what it names), which every table layout sends."""
+    q = dict(daemon.calls[-1][3])
+    assert "keys" in q
+    del q["keys"]
+    return q
+
+
 def render(daemon, argv):
     opts, _ = squeue.parse("squeue", argv, squeue.TABLE)
     return squeue.render(daemon.jobs, opts, now=NOW)
@@ -48,18 +57,18 @@ def test_pending_filter_through_main(daemon, capsys):
 def test_query_built_from_options(daemon, capsys):
     rc, _, _ = run(["-u", "root,daemon", "-A", "training", "-p", "gpu", "-n", "x", "-q", "low"], capsys)
     assert rc == 0
-    q = daemon.calls[-1][3]
+    q = _query(daemon)
     assert q == {"users": "root,daemon", "accounts": "training", "partitions": "gpu", "names": "x", "qos": "low",
                  "fold": "1"}
 
 
 def test_the_daemon_folds_array_tasks_or_sends_runs_with_r_and_narrows_by_node(daemon, capsys):
     run([], capsys)
-    assert daemon.calls[-1][3] == {"fold": "1"}
+    assert _query(daemon) == {"fold": "1"}
     run(["-r"], capsys)
-    assert daemon.calls[-1][3] == {"fold": "runs"}
+    assert _query(daemon) == {"fold": "runs"}
     run(["-r", "-w", "vm"], capsys)
-    assert daemon.calls[-1][3] == {"nodes": "vm", "fold": "runs"}
+    assert _query(daemon) == {"nodes": "vm", "fold": "runs"}
 
 
 def test_unknown_users_are_dropped_with_slurms_error(daemon, capsys):
@@ -107,11 +116,11 @@ def test_min_memory_conversion_as_slurm(mem_mb, shown, noconvert):
 
 def test_t_all_and_job_list_ask_for_finished_jobs(daemon, capsys):
     run(["-t", "all"], capsys)
-    assert daemon.calls[-1][3] == {"all": "1", "fold": "1"}
+    assert _query(daemon) == {"all": "1", "fold": "1"}
     run(["-j", "84,85"], capsys)
-    assert daemon.calls[-1][3] == {"ids": "84,85", "all": "1", "fold": "1"}
+    assert _query(daemon) == {"ids": "84,85", "all": "1", "fold": "1"}
     run(["-t", "CD,F"], capsys)
-    assert daemon.calls[-1][3] == {"states": "COMPLETED,FAILED", "all": "1", "fold": "1"}
+    assert _query(daemon) == {"states": "COMPLETED,FAILED", "all": "1", "fold": "1"}
 
 
 def test_default_hides_finished_jobs(daemon, capsys):
@@ -273,3 +282,51 @@ def test_runs_print_as_the_views_of_every_task_in_every_layout(daemon):
     for argv in (["-r", "-o", percent], ["-r", "-O", fields], ["-r", "-S", "-t,i", "-o", percent], ["-r"]):
         opts, _ = squeue.parse("squeue", argv, squeue.TABLE)
         assert squeue.render(expanded, opts, now=NOW) == squeue.render(plain, opts, now=NOW), argv
+
+
+class _Reads(dict):
+    """A view that records which keys are read."""
+
+    def __init__(self, view, seen):
+        super().__init__(view)
+        self.seen = seen
+
+    def get(self, k, default=None):
+        self.seen.add(k)
+        return super().get(k, default)
+
+    def __getitem__(self, k):
+        self.seen.add(k)
+        return super().__getitem__(k)
+
+
+def test_view_keys_name_every_key_a_column_or_a_sort_reads(daemon):
+    from batchd.cli.squeue_fields import CODES, FIELDS, job_value, view_keys
+
+    for value in {v[1] for v in CODES.values()} | {v[1] for v in FIELDS.values()}:
+        seen: set = set()
+        for j in daemon.jobs:
+            job_value(_Reads(j, seen), value, NOW)
+        assert seen <= view_keys([value]), (value, seen - view_keys([value]))
+    for code in CODES:
+        seen = set()
+        for j in daemon.jobs:
+            squeue._sort_value(_Reads(j, seen), code)
+        allowed = set(squeue._SORT_KEYS.get(code, ())) | view_keys([CODES[code][1]])
+        assert seen <= allowed, (code, seen - allowed)
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["-l"], ["-r"], ["--start"], ["-t", "all"], ["-S", "-M,u"], ["-S", "V,e,D,C,y,U,L"],
+    ["-o", "%A %i %F %K %T %r %R %S %e %L %l %M %m %c %C %D %b %o %Z %y %q %p %Q %V"],
+    ["-O", "JobID,Name,UserName,Account,State,Reason,tres-per-node,tres-per-job,tres-alloc,NumCPUs,"
+           "MinMemory,TimeLimit,PriorityLong,EndTime,PendingTime,cpus-per-task,MinCpus,StdIn,StdOut,WorkDir"],
+], ids=lambda a: " ".join(a) or "default")
+def test_the_keys_squeue_asks_for_print_what_whole_views_print(daemon, argv):
+    """squeue sends `keys=` (the JOB_VIEW keys its layout, sort and folding read); the
+    output from views trimmed to them is the output from whole views."""
+    opts, _ = squeue.parse("squeue", argv, squeue.TABLE)
+    keys = squeue.view_keys_needed(opts)
+    trimmed = [{k: v for k, v in j.items() if k in keys} for j in daemon.jobs]
+    assert squeue.render(trimmed, opts, now=NOW) == squeue.render(daemon.jobs, opts, now=NOW)
+    assert squeue.view_keys_needed({**opts, "json": True}) is None

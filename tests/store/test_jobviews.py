@@ -287,3 +287,19 @@ def test_the_daemons_kept_views_follow_every_change_of_a_job(store, cfg):
             for k, v in now.items():
                 if "array_task_str" not in v or v["array_task_str"] is None:
                     assert v == dict(full[k], run_time_s=v["run_time_s"]), k
+
+
+def test_keys_trim_every_view_and_every_runs_view(store, cfg):
+    from batchd.service import Service
+    from batchd.viewmemo import dumps
+
+    store.insert_jobs(_varied_arrays())
+    svc = Service(cfg, store)
+    for query in ({}, {"fold": "1"}, {"fold": "runs"}):
+        whole = svc.list_jobs(query)
+        got = svc.list_jobs({**query, "keys": "id,state,display_id,no_such_key"})
+        assert [v for v in got["jobs"]] == [{k: v[k] for k in ("id", "state", "display_id")} for v in whole["jobs"]]
+        assert [r["view"] for r in got.get("task_runs", [])] == [
+            {k: r["view"][k] for k in ("id", "state", "display_id")} for r in whole.get("task_runs", [])]
+        assert [r["tasks"] for r in got.get("task_runs", [])] == [r["tasks"] for r in whole.get("task_runs", [])]
+        assert dumps(got) == json.dumps(got)
