@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from batchd import nodehealth
+from batchd import memtrim, nodehealth
 from batchd.agent import Agent
 from batchd.config import Config
 from batchd.controller import Controller
@@ -37,6 +37,9 @@ from batchd.store.dberrors import DB_ERRORS
 from batchd.store.migrate import check_at_head, upgrade
 
 log = logging.getLogger(__name__)
+
+#: how often freed heap pages are given back to the system (malloc_trim: milliseconds)
+TRIM_INTERVAL_S = 30
 
 AGENT_PERIOD_S = 0.25
 HEARTBEAT_S = 2.0
@@ -195,6 +198,10 @@ class Daemon:
         if self.cfg.rollup_interval_s > 0:
             self._scheduler.add_job(self._rollup, "interval", seconds=self.cfg.rollup_interval_s, id="rollup",
                                     max_instances=1, coalesce=True)
+        # freed heap pages back to the system: after a queue of 10,000 jobs is cancelled, the
+        # cycles' and requests' objects are gone but glibc keeps their pages (batchd.memtrim)
+        self._scheduler.add_job(memtrim.give_back, "interval", seconds=TRIM_INTERVAL_S, id="trim",
+                                max_instances=1, coalesce=True)
         self._scheduler.start()
         self.notifier.start()
         self.loop_thread = threading.Thread(target=self._loop, name="loop", daemon=True)

@@ -61,21 +61,23 @@ class ViewMemo:
 
     def __init__(self, cap: int = 5000):
         self.cap = cap
-        self._views: dict[tuple[Any, ...], tuple[dict[str, Any], str]] = {}
+        self._views: dict[tuple[Any, int], tuple[dict[str, Any], str]] = {}
         self._lock = threading.Lock()
 
     def views(self, rows: Iterable[Sequence[Any]], state_at: int, build: Callable[[Sequence[Any]], dict[str, Any]]
               ) -> ViewList:
-        """The views of `rows` (each a store row whose column `state_at` is the job's state),
-        built by `build(row)` where not kept already."""
+        """The views of `rows` (each a store row whose first column is the job id and whose
+        column `state_at` is the job's state), built by `build(row)` where not kept already."""
         out, texts = [], []
         memo = self._views
         for row in rows:
-            key = None if row[state_at] in _CLOCKED else tuple(row)
+            # (the job id, the row's hash): a row's own strings are not kept (a 64-bit
+            # SipHash collision of two rows of one job is the only way to a stale view)
             try:
-                kept = memo.get(key) if key is not None else None
+                key = None if row[state_at] in _CLOCKED else (row[0], hash(tuple(row)))
             except TypeError:  # a value that is not hashable
-                key, kept = None, None
+                key = None
+            kept = memo.get(key) if key is not None else None
             if kept is None:
                 view = build(row)
                 kept = (view, json.dumps(view))
@@ -85,7 +87,7 @@ class ViewMemo:
             texts.append(kept[1])
         return ViewList(out, texts)
 
-    def _keep(self, key: tuple[Any, ...], kept: tuple[dict[str, Any], str]) -> None:
+    def _keep(self, key: tuple[Any, int], kept: tuple[dict[str, Any], str]) -> None:
         with self._lock:
             memo = self._views
             memo[key] = kept
