@@ -293,7 +293,7 @@ def emit(records: list[list[str]], oneliner: bool, trailer: str) -> str:
 # ----------------------------------------------------------------------------- commands
 def _fetch_jobs(ident: str | None) -> tuple[list[dict] | None, str | None]:
     from batchd.cli import client
-    q = {"all": "1"}
+    q = {"all": "1", "fold": "1"}  # pending array tasks folded by the daemon (fold_array_tasks: a no-op then)
     if ident:
         q["ids"] = ident
     try:
