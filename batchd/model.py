@@ -57,6 +57,15 @@ class Job:
         return str(self.id)
 
 
+def job_of_fields(values: dict[str, Any]) -> Job:
+    """The Job whose fields are `values`, which must name every field of Job and nothing
+    else (unchecked): what a cycle's snapshot builds 10,000 times, at a seventh of the cost
+    of `Job(**values)`."""
+    j = object.__new__(Job)
+    j.__dict__.update(values)
+    return j
+
+
 @dataclass
 class UsageRec:
     job_id: int

@@ -41,7 +41,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session, sessionmaker
 
-from batchd.model import Account, Job, Node, SubmitFacts, UsageRec, from_row
+from batchd.model import Account, Job, Node, SubmitFacts, UsageRec, from_row, job_of_fields
 from batchd.store import submitpath
 from batchd.store.dberrors import translated
 from batchd.store.groupcommit import GroupCommit
@@ -477,7 +477,8 @@ class Store:
                     request = same_text.get(raw) or json.loads(raw)
                 same_text.setdefault(raw, request)
                 fresh[d["id"]] = (raw, request)
-                jobs.append(Job(**d, request=request))
+                d["request"] = request
+                jobs.append(job_of_fields(d))  # d names every field of Job (the select's columns)
             return jobs
 
         with self.read() as s:

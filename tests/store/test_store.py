@@ -1,6 +1,7 @@
 """The store on SQLite and PostgreSQL: migrations, ids, compare-and-set, usage records
 written exactly once."""
 
+import dataclasses
 import time
 
 import pytest
@@ -206,6 +207,8 @@ def test_snapshot_jobs_reads_what_a_cycle_needs(store):
                        _job(7, state="FAILED", end_time=None)])  # an ended job with no end time is kept
     jobs = store.snapshot_jobs(("PENDING", "RUNNING"), ("COMPLETED", "FAILED"), since=now - 86400)
     assert [j.id for j in jobs] == [1, 2, 3, 5, 7]
+    # every job has every field, and nothing else (an active one is built without Job.__init__)
+    assert all(vars(j).keys() == {f.name for f in dataclasses.fields(Job)} for j in jobs)
     by = {j.id: j for j in jobs}
     assert by[1].spec == {"nodelist": "n[1-2]"} and by[1].request == {"tasks": 1, "per_task": {"cpu": 1}}
     assert by[2].spec == {} and by[2].allocation == {"n1": {"gpus": [0]}}
