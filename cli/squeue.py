@@ -291,8 +291,8 @@ def build_query(opts: dict) -> tuple[dict, list[str] | None, list[str]]:
     if nodes:
         q["nodes"] = ",".join(nodes)  # the daemon narrows; fetch() checks names as given
     keys = view_keys_needed(opts)
-    if keys is not None:
-        q["keys"] = ",".join(keys)  # the daemon sends only what the output reads
+    if keys is not None and "steps" not in opts:
+        q["keys"] = ",".join(keys)  # the daemon sends only what the table reads (-s reads more)
     if "steps" not in opts:
         # the daemon folds pending array tasks (fold_array_tasks is then a no-op); with -r it
         # sends runs of alike tasks, which fetch() expands

@@ -330,3 +330,11 @@ def test_the_keys_squeue_asks_for_print_what_whole_views_print(daemon, argv):
     trimmed = [{k: v for k, v in j.items() if k in keys} for j in daemon.jobs]
     assert squeue.render(trimmed, opts, now=NOW) == squeue.render(daemon.jobs, opts, now=NOW)
     assert squeue.view_keys_needed({**opts, "json": True}) is None
+
+
+def test_steps_ask_for_whole_views(daemon, capsys):
+    """squeue -s prints its own layout from more keys than a table's: no `keys=` (an e2e
+    test found the batch step's node list lost to a trimmed view)."""
+    run(["-s"], capsys)
+    jobs_calls = [c for c in daemon.calls if c[1] == "/v1/jobs"]
+    assert jobs_calls and "keys" not in jobs_calls[-1][3]
