@@ -101,7 +101,9 @@ class OutsideRepoGuard:
 
     The offending call raises `OutsideRepoRead`; the hit is also recorded, and the test phase
     (setup, call, teardown) or the collection it happened in is reported failed even when the
-    code caught the exception. Cost: one set lookup per audit event, a realpath per watched one."""
+    code caught the exception. Under pytest-xdist each worker process has its own guard (each
+    runs this `pytest_configure`); a worker's hits outside any test fail the whole run through
+    the controller's guard. Cost: one set lookup per audit event, a realpath per watched one."""
 
     plugin_name = "outside_repo_guard"
     WATCHED = frozenset({"open", "os.listdir", "os.scandir", "subprocess.Popen"})
@@ -225,6 +227,18 @@ class OutsideRepoGuard:
             for event, path in dict.fromkeys(hits):
                 sys.stderr.write(f"outside-repo guard: {event} {path} outside any test\n")
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            # a pytest-xdist worker: its exit status is not the run's, so the hits travel to
+            # the controller with what the worker sends back (`pytest_testnodedown` below)
+            workeroutput = getattr(session.config, "workeroutput", None)
+            if workeroutput is not None:
+                workeroutput["outside_repo_hits"] = hits
+
+    @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: unknown without the plugin
+    def pytest_testnodedown(self, node: object, error: object) -> None:
+        """pytest-xdist's controller, as a worker ends: its hits outside any test are this
+        run's, reported and failing it at this process's `pytest_sessionfinish`."""
+        output = getattr(node, "workeroutput", None) or {}
+        self.hits.extend((str(event), str(path)) for event, path in output.get("outside_repo_hits", ()))
 
 
 @pytest.hookimpl(tryfirst=True)  # before any conftest's pytest_configure asks for the guard
@@ -261,3 +275,4 @@ def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-unt
             item.add_marker(name)
         if item.get_closest_marker("slow") is not None and item.get_closest_marker("e2e") is None:
             item.add_marker("e2e")
+
