@@ -276,3 +276,32 @@ def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-unt
         if item.get_closest_marker("slow") is not None and item.get_closest_marker("e2e") is None:
             item.add_marker("e2e")
 
+
+# --- parallel runs (pytest-xdist, docs/testing.md "Parallel runs") --------------------------
+
+#: Folders whose tests run on one worker, one file after the other as in a serial run, under
+#: `--dist loadfile` (what scripts/test runs): the systemd tier boots a box per module (a
+#: booted systemd, a wheel install in it); one box at a time keeps them from competing for
+#: the two cores, and the tier waits for its root (`.ci/run` builds it in the background).
+TOGETHER = ("tests/systemd",)
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The work unit of a test under `--dist loadfile`: its file, or its folder in TOGETHER."""
+    path = nodeid.split("::", 1)[0]
+    return next((folder for folder in TOGETHER if path.startswith(folder + "/")), path)
+
+
+# optional: a pytest-xdist hook, unknown without the plugin; first: before xdist's own
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """`--dist loadfile` with the folders of TOGETHER as one unit each; other modes as given."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LoadFileTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return LoadFileTogether(config, log)

@@ -1,7 +1,8 @@
 """What keeps the suite's parallel workers (pytest-xdist, docs/testing.md) out of each
 other's way: the harness's cleanup ends only its own test's processes (a supervisor of
 another directory, even one whose path starts with the same characters, is another
-worker's and must live on); host-wide locks hold across processes."""
+worker's and must live on); host-wide locks hold across processes; the systemd tier is
+one work unit."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import xdist_scope
 from tests.harness import supervisors_under
 from tests.hostlock import host_lock
 
@@ -43,3 +45,9 @@ def test_the_host_lock_is_held_across_processes():
     free = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert (held, free) == ("held\n", "free\n")
 
+
+def test_the_systemd_tier_is_one_work_unit_and_other_files_their_own():
+    assert xdist_scope("tests/systemd/test_under_systemd.py::test_install_as_readme_says") == "tests/systemd"
+    assert xdist_scope("tests/systemd/test_view_boot_id.py::test_job_stays") == "tests/systemd"
+    assert xdist_scope("tests/store/test_store.py::test_x[sqlite]") == "tests/store/test_store.py"
+    assert xdist_scope("tests/systemd_units.py::test_x") == "tests/systemd_units.py"
