@@ -263,7 +263,7 @@ def outside_repo_guard(pytestconfig: pytest.Config) -> OutsideRepoGuard:
 TIER_MARKERS: dict[str, tuple[str, ...]] = {
     "e2e": ("e2e",),
     "cluster": ("cluster",),
-    "systemd": ("root",),  # besides its own `systemd` marker
+    "systemd": ("root", "e2e"),  # besides its own `systemd` marker: a booted box takes tens of seconds
 }
 
 
