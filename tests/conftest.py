@@ -101,7 +101,9 @@ class OutsideRepoGuard:
 
     The offending call raises `OutsideRepoRead`; the hit is also recorded, and the test phase
     (setup, call, teardown) or the collection it happened in is reported failed even when the
-    code caught the exception. Cost: one set lookup per audit event, a realpath per watched one."""
+    code caught the exception. Under pytest-xdist each worker process has its own guard (each
+    runs this `pytest_configure`); a worker's hits outside any test fail the whole run through
+    the controller's guard. Cost: one set lookup per audit event, a realpath per watched one."""
 
     plugin_name = "outside_repo_guard"
     WATCHED = frozenset({"open", "os.listdir", "os.scandir", "subprocess.Popen"})
@@ -225,6 +227,18 @@ class OutsideRepoGuard:
             for event, path in dict.fromkeys(hits):
                 sys.stderr.write(f"outside-repo guard: {event} {path} outside any test\n")
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            # a pytest-xdist worker: its exit status is not the run's, so the hits travel to
+            # the controller with what the worker sends back (`pytest_testnodedown` below)
+            workeroutput = getattr(session.config, "workeroutput", None)
+            if workeroutput is not None:
+                workeroutput["outside_repo_hits"] = hits
+
+    @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: unknown without the plugin
+    def pytest_testnodedown(self, node: object, error: object) -> None:
+        """pytest-xdist's controller, as a worker ends: its hits outside any test are this
+        run's, reported and failing it at this process's `pytest_sessionfinish`."""
+        output = getattr(node, "workeroutput", None) or {}
+        self.hits.extend((str(event), str(path)) for event, path in output.get("outside_repo_hits", ()))
 
 
 @pytest.hookimpl(tryfirst=True)  # before any conftest's pytest_configure asks for the guard
@@ -249,7 +263,7 @@ def outside_repo_guard(pytestconfig: pytest.Config) -> OutsideRepoGuard:
 TIER_MARKERS: dict[str, tuple[str, ...]] = {
     "e2e": ("e2e",),
     "cluster": ("cluster",),
-    "systemd": ("root",),  # besides its own `systemd` marker
+    "systemd": ("root", "e2e"),  # besides its own `systemd` marker: a booted box takes tens of seconds
 }
 
 
@@ -261,3 +275,33 @@ def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-unt
             item.add_marker(name)
         if item.get_closest_marker("slow") is not None and item.get_closest_marker("e2e") is None:
             item.add_marker("e2e")
+
+
+# --- parallel runs (pytest-xdist, docs/testing.md "Parallel runs") --------------------------
+
+#: Folders whose tests run on one worker, one file after the other as in a serial run, under
+#: `--dist loadfile` (what scripts/test runs): the systemd tier boots a box per module (a
+#: booted systemd, a wheel install in it); one box at a time keeps them from competing for
+#: the two cores, and the tier waits for its root (`.ci/run` builds it in the background).
+TOGETHER = ("tests/systemd",)
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The work unit of a test under `--dist loadfile`: its file, or its folder in TOGETHER."""
+    path = nodeid.split("::", 1)[0]
+    return next((folder for folder in TOGETHER if path.startswith(folder + "/")), path)
+
+
+# optional: a pytest-xdist hook, unknown without the plugin; first: before xdist's own
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """`--dist loadfile` with the folders of TOGETHER as one unit each; other modes as given."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LoadFileTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return LoadFileTogether(config, log)

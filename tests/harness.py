@@ -100,10 +100,31 @@ def socket_exists(sock: Path) -> Callable[[], bool]:
     return sock.exists
 
 
+def supervisors_under(root: Path | str) -> list[int]:
+    """Pids of the live supervisors (`python -m batchd.supervisor ... JOBDIR`) whose run
+    directory lies under `root`, and of no other: the suite runs in several workers at once
+    (docs/testing.md), and another worker's daemons run supervisors at the same time."""
+    import psutil
+
+    top = os.path.abspath(root).rstrip(os.sep) + os.sep
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
+        try:
+            cmd = proc.info["cmdline"] or []
+            if "batchd.supervisor" not in cmd or proc.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+        except psutil.Error:
+            continue
+        if cmd and os.path.abspath(cmd[-1]).startswith(top):
+            found.append(int(proc.info["pid"]))
+    return found
+
+
 def end_supervisors(root: Path | str) -> None:
     """End what a test's daemons under `root` left running: each run's job (its process
     group, recorded in the run's `started.json`) and its supervisor (which ignores SIGTERM
-    by design, so SIGKILL). Jobs the test cancelled through the daemon are gone already."""
+    by design, so SIGKILL). Jobs the test cancelled through the daemon are gone already.
+    Only what is under `root` is touched (`supervisors_under`), never another test's."""
     import json
 
     from batchd.spool import start_ticks
@@ -120,7 +141,11 @@ def end_supervisors(root: Path | str) -> None:
                 os.killpg(pgid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-    subprocess.run(["pkill", "-KILL", "-f", f"batchd[.]supervisor .*{root}"], check=False)
+    for pid in supervisors_under(root):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def copy_wheel_sources(dest: Path) -> Path:

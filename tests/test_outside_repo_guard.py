@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -92,10 +93,31 @@ def test_swallowing_the_error():
         pass
 
 
-def test_a_swallowed_hit_still_fails_the_test(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+@pytest.mark.parametrize("workers", [[], ["-n", "1"]], ids=["serial", "in-an-xdist-worker"])
+def test_a_swallowed_hit_still_fails_the_test(tmp_path, workers):
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *workers,
                         f"{Path(__file__).relative_to(ROOT)}::test_swallowing_the_error"],
                        cwd=ROOT, capture_output=True, text=True, timeout=120,
                        env={**os.environ, "BATCHD_GUARD_SELFTEST": "swallow"})
     assert r.returncode == 1, r.stdout + r.stderr
     assert "1 failed" in r.stdout and "read beside the checkout" in r.stdout, r.stdout
+
+
+def test_a_workers_hit_outside_any_test_fails_the_run():
+    """Under pytest-xdist a worker's session status is not the run's: its hits outside any
+    test go back with the worker's output, and the controller's guard fails the run."""
+    from tests.conftest import OutsideRepoGuard
+
+    worker, controller = OutsideRepoGuard(ROOT), OutsideRepoGuard(ROOT)
+    config = SimpleNamespace(workeroutput={})
+    session = SimpleNamespace(config=config, exitstatus=pytest.ExitCode.OK)
+    with pytest.raises(Exception, match="a path beside the checkout"):
+        worker.audit("open", (str(SHARED / "DESIGN.md"), "r", 0))
+    worker.pytest_sessionfinish(session)  # type: ignore[arg-type]
+    assert session.exitstatus == pytest.ExitCode.TESTS_FAILED
+    hit = ("open", os.path.realpath(SHARED / "DESIGN.md"))
+    assert [tuple(h) for h in config.workeroutput["outside_repo_hits"]] == [hit]
+    controller.pytest_testnodedown(SimpleNamespace(workeroutput=config.workeroutput), None)
+    session = SimpleNamespace(config=SimpleNamespace(), exitstatus=pytest.ExitCode.OK)
+    controller.pytest_sessionfinish(session)  # type: ignore[arg-type]
+    assert session.exitstatus == pytest.ExitCode.TESTS_FAILED

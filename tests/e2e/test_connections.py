@@ -18,6 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from tests.hostlock import account_tool
+
 # runs as a throwaway user: holds N connections open, sending nothing; every connection
 # the daemon answers (503 over the cap, 408 after the read timeout) is counted, closed and
 # opened again a second later, so the pressure lasts. After stdin closes it goes on until it
@@ -88,13 +90,13 @@ def throwaway_user():
     if os.geteuid() != 0 or not os.path.exists("/usr/sbin/useradd"):
         pytest.skip("needs root and useradd")
     name = f"bdc{uuid.uuid4().hex[:6]}"
-    subprocess.run(["useradd", "-M", "-N", "-s", "/bin/sh", name], check=True)
+    account_tool("useradd", "-M", "-N", "-s", "/bin/sh", name)
     try:
         pw = pwd.getpwnam(name)
         yield pw.pw_uid, pw.pw_gid
     finally:
         subprocess.run(["pkill", "-9", "-u", name], check=False)
-        subprocess.run(["userdel", name], check=False, capture_output=True)
+        account_tool("userdel", name, check=False)
 
 
 def raw_exchange(path: str, data: bytes, timeout: float = 20) -> tuple[int, dict]:

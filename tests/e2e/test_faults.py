@@ -15,6 +15,7 @@ import pytest
 from conftest import BIN, CONFIG, Cluster
 
 from batchd.store import Store
+from tests.harness import end_supervisors
 
 
 def _store(c) -> Store:
@@ -97,7 +98,7 @@ def tmpfs_cluster():
             f.unlink()
         c.run("scancel", "--user", str(os.getuid()), check=False)
         c.stop()
-        subprocess.run(["pkill", "-f", f"batchd[.]supervisor .*{root}"], check=False)
+        end_supervisors(root)
         subprocess.run(["umount", "-l", str(state)], check=False)
         shutil.rmtree(root, ignore_errors=True)
 

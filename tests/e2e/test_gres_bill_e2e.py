@@ -8,13 +8,14 @@ jobs' GPU-hours + idle."""
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 from conftest import Cluster
+
+from tests.harness import end_supervisors
 
 CONFIG = """
 cluster_name = "gresbill"
@@ -65,7 +66,7 @@ def gres_cluster():
         c.run("scancel", "--user", str(os.getuid()), check=False)
         c.stop()
         time.sleep(0.2)
-        subprocess.run(["pkill", "-f", f"batchd[.]supervisor .*{root}"], check=False)
+        end_supervisors(root)
         shutil.rmtree(root, ignore_errors=True)
 
 

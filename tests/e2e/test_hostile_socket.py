@@ -22,6 +22,7 @@ import pytest
 
 from batchd.wire import TOO_LONG, check
 from batchd.wire_replies import ERROR, REPLIES
+from tests.hostlock import account_tool
 
 # sends (method, path, body as latin-1 text) requests on the socket, prints [[status, reply]]
 PROBE = r"""
@@ -57,13 +58,13 @@ def users():
         return
     names = [f"bdh{uuid.uuid4().hex[:6]}" for _ in range(2)]
     for n in names:
-        subprocess.run(["useradd", "-M", "-N", "-s", "/bin/sh", n], check=True)
+        account_tool("useradd", "-M", "-N", "-s", "/bin/sh", n)
     try:
         yield tuple((pwd.getpwnam(n).pw_uid, pwd.getpwnam(n).pw_gid) for n in names)
     finally:
         for n in names:
             subprocess.run(["pkill", "-9", "-u", n], check=False)
-            subprocess.run(["userdel", n], check=False, capture_output=True)
+            account_tool("userdel", n, check=False)
 
 
 def send(cluster, cases: list[tuple[str, str, bytes]], user: tuple[int, int]) -> list[tuple[int, dict]]:

@@ -18,6 +18,8 @@ import uuid
 
 import pytest
 
+from tests.hostlock import account_tool
+
 pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="needs root: creates throwaway "
                                                    "users and runs jobs as them")]
 
@@ -27,16 +29,16 @@ def people():
     """Users a and b (a also in a throwaway group), and that group; removed after."""
     tag = uuid.uuid4().hex[:6]
     a, b, g = f"bdu{tag}a", f"bdu{tag}b", f"bdg{tag}"
-    subprocess.run(["groupadd", g], check=True)
-    subprocess.run(["useradd", "-M", "-N", "-s", "/bin/sh", "-G", g, a], check=True)
-    subprocess.run(["useradd", "-M", "-N", "-s", "/bin/sh", b], check=True)
+    account_tool("groupadd", g)
+    account_tool("useradd", "-M", "-N", "-s", "/bin/sh", "-G", g, a)
+    account_tool("useradd", "-M", "-N", "-s", "/bin/sh", b)
     try:
         yield a, b, g
     finally:
         for u in (a, b):
             subprocess.run(["pkill", "-KILL", "-u", u], check=False)
-            subprocess.run(["userdel", u], check=False, capture_output=True)
-        subprocess.run(["groupdel", g], check=False, capture_output=True)
+            account_tool("userdel", u, check=False)
+        account_tool("groupdel", g, check=False)
 
 
 def _ids(user: str) -> tuple[int, int]:

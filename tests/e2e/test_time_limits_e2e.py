@@ -13,6 +13,7 @@ import uuid
 import pytest
 
 from batchd.cli.client import request
+from tests.hostlock import account_tool
 
 SHORT = """
 [[partition]]
@@ -86,13 +87,13 @@ def user():
     if os.geteuid() != 0 or not os.path.exists("/usr/sbin/useradd"):
         pytest.skip("needs root and useradd")
     name = f"bd{uuid.uuid4().hex[:6]}"
-    subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", name], check=True)
+    account_tool("useradd", "--create-home", "--shell", "/bin/bash", name)
     try:
         pw = pwd.getpwnam(name)
         yield pw.pw_uid, pw.pw_gid, pw.pw_dir
     finally:
         subprocess.run(["pkill", "-9", "-u", name], check=False)
-        subprocess.run(["userdel", "--remove", name], check=False, capture_output=True)
+        account_tool("userdel", "--remove", name, check=False)
 
 
 @pytest.mark.root

@@ -9,6 +9,8 @@ import uuid
 
 import pytest
 
+from tests.hostlock import account_tool
+
 pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/usr/sbin/useradd"),
                                                    reason="needs root and useradd")]
 
@@ -17,13 +19,13 @@ pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0 or not os.p
 def two_users():
     names = [f"bd{uuid.uuid4().hex[:6]}" for _ in range(2)]
     for n in names:
-        subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", n], check=True)
+        account_tool("useradd", "--create-home", "--shell", "/bin/bash", n)
     try:
         yield [(n, pwd.getpwnam(n).pw_uid, pwd.getpwnam(n).pw_gid, pwd.getpwnam(n).pw_dir) for n in names]
     finally:
         for n in names:
             subprocess.run(["pkill", "-9", "-u", n], check=False)
-            subprocess.run(["userdel", "--remove", n], check=False, capture_output=True)
+            account_tool("userdel", "--remove", n, check=False)
 
 
 def test_jobs_run_as_their_users_and_stay_apart(cluster, two_users):

@@ -36,6 +36,7 @@ from tests.harness import (
     stop_daemon,
     wheel_venv,
 )
+from tests.hostlock import account_tool
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -136,13 +137,13 @@ def users():
     tag = uuid.uuid4().hex[:6]
     names = [f"bdi{tag}a", f"bdi{tag}b"]
     for n in names:
-        _sh("useradd", "-M", "-N", "-s", "/bin/sh", n)
+        account_tool("useradd", "-M", "-N", "-s", "/bin/sh", n)
     try:
         yield names
     finally:
         for n in names:
             subprocess.run(["pkill", "-KILL", "-u", n], check=False)
-            subprocess.run(["userdel", n], check=False, capture_output=True)
+            account_tool("userdel", n, check=False)
 
 
 def test_installed_wheel_runs_jobs_of_two_users_in_the_production_layout(users):

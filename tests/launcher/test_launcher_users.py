@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from batchd import launcher as launcher_module
+from tests.hostlock import account_tool
 
 pytestmark = [pytest.mark.root, pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("useradd") is None, reason="needs root and useradd")]
@@ -43,11 +44,10 @@ def users() -> Iterator[tuple[User, User, int]]:
     os.chmod(base, 0o711)
     created: list[str] = []
     try:
-        subprocess.run(["groupadd", group], check=True)
+        account_tool("groupadd", group)
         for i, name in enumerate(names):
             extra = ["-G", group] if i == 0 else []
-            subprocess.run(["useradd", "-M", "-d", str(base / name), "-s", "/bin/bash", *extra, name],
-                           check=True)
+            account_tool("useradd", "-M", "-d", str(base / name), "-s", "/bin/bash", *extra, name)
             created.append(name)
         made = []
         for name in names:
@@ -59,8 +59,8 @@ def users() -> Iterator[tuple[User, User, int]]:
         yield made[0], made[1], grp.getgrnam(group).gr_gid
     finally:
         for name in created:
-            subprocess.run(["userdel", name], check=False)
-        subprocess.run(["groupdel", group], check=False, stderr=subprocess.DEVNULL)
+            account_tool("userdel", name, check=False)
+        account_tool("groupdel", group, check=False)
         shutil.rmtree(base, ignore_errors=True)
 
 

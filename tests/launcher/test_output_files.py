@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from batchd.jobexec import OUTPUT_OPEN_FAILED_SIG
+from tests.hostlock import account_tool, host_lock
 
 pytestmark = [pytest.mark.root, pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("useradd") is None, reason="needs root and useradd")]
@@ -42,7 +43,7 @@ def users() -> Iterator[tuple[User, User]]:
     made: list[User] = []
     try:
         for name in (f"bdoa{tag}", f"bdob{tag}"):
-            subprocess.run(["useradd", "-M", "-N", "-d", str(base / name), "-s", "/bin/sh", name], check=True)
+            account_tool("useradd", "-M", "-N", "-d", str(base / name), "-s", "/bin/sh", name)
             pw = pwd.getpwnam(name)
             home = base / name
             home.mkdir(mode=0o700)
@@ -51,25 +52,28 @@ def users() -> Iterator[tuple[User, User]]:
         yield made[0], made[1]
     finally:
         for u in made:
-            subprocess.run(["userdel", u.name], check=False)
+            account_tool("userdel", u.name, check=False)
         shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture
 def unprotected() -> Iterator[None]:
     """fs.protected_symlinks=0 for the test where the host lets us (restored after), so
-    that batchd's own rule is what refuses; where it cannot be set the kernel's is."""
-    try:
-        old = SYSCTL.read_text().strip()
-        SYSCTL.write_text("0")
-    except OSError:
-        yield
-        return
-    try:
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            SYSCTL.write_text(old)
+    that batchd's own rule is what refuses; where it cannot be set the kernel's is. The
+    setting is the host's: the lock keeps another worker (or run) from saving our 0 as the
+    value to restore, or restoring its value in the middle of this test."""
+    with host_lock("protected_symlinks"):
+        try:
+            old = SYSCTL.read_text().strip()
+            SYSCTL.write_text("0")
+        except OSError:
+            yield
+            return
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                SYSCTL.write_text(old)
 
 
 @pytest.fixture

@@ -214,9 +214,16 @@ def test_journal_carries_the_log_lines_with_their_priorities(box):
     finally:
         box.sh("systemctl stop batchd; systemctl reset-failed batchd; chmod 0600 /var/lib/batchd/batchd.db; "
                "systemctl start batchd")
-    out = box.sh(f"journalctl -u batchd -o json --no-pager --after-cursor={cursor!r}").stdout
-    lines = [(int(d["PRIORITY"]), d["MESSAGE"]) for d in map(json.loads, out.splitlines())
-             if d.get("_COMM") != "systemd" and d.get("SYSLOG_IDENTIFIER") == "batchd"]
+    # `systemctl start` returns at READY=1, and the daemon logs "batchd started" after that:
+    # read the journal until the line is there (journald takes the stream in on its own time)
+    deadline = time.monotonic() + 30
+    while True:
+        out = box.sh(f"journalctl -u batchd -o json --no-pager --after-cursor={cursor!r}").stdout
+        lines = [(int(d["PRIORITY"]), d["MESSAGE"]) for d in map(json.loads, out.splitlines())
+                 if d.get("_COMM") != "systemd" and d.get("SYSLOG_IDENTIFIER") == "batchd"]
+        if any("batchd started" in m for _, m in lines) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     errors = [m for p, m in lines if m.startswith("batchd: error:")]
     assert errors and all(m.startswith("batchd: error:") for p, m in lines if p == 3), lines
     assert {p for p, m in lines if m.startswith("batchd: error:")} == {3}, lines

@@ -55,19 +55,25 @@ def _until(agent, pred, timeout=20.0) -> None:
 
 def test_the_agent_keeps_nothing_of_ended_runs(env):
     cfg, store, tmp = env
-    _running(store, tmp, 1, "#!/bin/sh\nsleep 0.3 & wait\necho ran\n")
-    ag = Agent(cfg, store, ["n1"])
-    # a run this agent never saw end (the store ended it elsewhere, its spool entry gone)
-    stale = (99, 0)
-    ag._sent[stale], ag._limits[stale], ag._strikes[stale] = "cancel", 60, 1
-    ag.sampler._last[stale], ag.sampler._cpu[stale] = time.time(), {12345: (0.0, 0.0, 0.0)}
-    _until(ag, lambda: (1, 0) in ag.sampler._cpu)  # sampled while it runs
-    assert stale not in ag._sent and stale not in ag._limits and stale not in ag._strikes
-    assert stale not in ag.sampler._last and stale not in ag.sampler._cpu
-    _until(ag, lambda: store.get_job(1).state == "COMPLETED")
-    ag.step()
-    assert ag.sampler._last == {} and ag.sampler._cpu == {}
-    assert ag._sent == {} and ag._limits == {} and ag._strikes == {}
+    # the job runs until the test lets it end: sampled while it runs however slow the machine
+    go = tmp / "go"
+    _running(store, tmp, 1, f"#!/bin/sh\nwhile [ ! -e {go} ]; do sleep 0.05; done & wait\necho ran\n")
+    try:
+        ag = Agent(cfg, store, ["n1"])
+        # a run this agent never saw end (the store ended it elsewhere, its spool entry gone)
+        stale = (99, 0)
+        ag._sent[stale], ag._limits[stale], ag._strikes[stale] = "cancel", 60, 1
+        ag.sampler._last[stale], ag.sampler._cpu[stale] = time.time(), {12345: (0.0, 0.0, 0.0)}
+        _until(ag, lambda: (1, 0) in ag.sampler._cpu)  # sampled while it runs
+        assert stale not in ag._sent and stale not in ag._limits and stale not in ag._strikes
+        assert stale not in ag.sampler._last and stale not in ag.sampler._cpu
+        go.touch()
+        _until(ag, lambda: store.get_job(1).state == "COMPLETED")
+        ag.step()
+        assert ag.sampler._last == {} and ag.sampler._cpu == {}
+        assert ag._sent == {} and ag._limits == {} and ag._strikes == {}
+    finally:
+        go.touch()  # a failed test leaves no job behind
 
 
 def test_step_failure_notes_go_with_their_tasks(env):

@@ -64,7 +64,10 @@ def read_reply(s: socket.socket) -> tuple[int, dict]:
     """Read to EOF (the server closes every connection): (status, JSON body)."""
     raw = b""
     while True:
-        b = s.recv(65536)
+        try:
+            b = s.recv(65536)
+        except ConnectionResetError:  # after the reply of a refusal: what came is what counts
+            break
         if not b:
             break
         raw += b
@@ -75,8 +78,13 @@ def read_reply(s: socket.socket) -> tuple[int, dict]:
 
 
 def exchange(path: str, data: bytes) -> tuple[int, dict]:
+    """One request, as batchd's client sends it: a refusal (503) may be answered and the
+    connection closed before the request is all sent (EPIPE then); its reply is read."""
     s = connect(path)
-    s.sendall(data)
+    try:
+        s.sendall(data)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
     return read_reply(s)
 
 
