@@ -38,9 +38,15 @@ def pin_cpus(cpu_ids: list[int] | None) -> None:
             os.sched_setaffinity(0, cpus)
 
 
-def exec_job(req: LaunchRequest, script: str, go_r: int, err_w: int) -> None:
+def exec_job(req: LaunchRequest, script: str, go_r: int, err_w: int, sid_w: int,
+             parents: tuple[int, ...] = ()) -> None:
     """Child side of the fork: never returns (execs or `_exit`s).
 
+    `parents` are the supervisor's ends of the pipes, closed first: the child must see
+    EOF on `go_r` when the supervisor dies (else it would wait for ever, and keep the
+    run's lock, inherited through the fork, held). Once in its own session the child
+    says so on `sid_w` (the supervisor records the job's process group only then), and
+    waits for the supervisor's go on `go_r`, written once the start is recorded.
     Failures before exec are written to `err_w` (read by the supervisor) and, once the
     stderr file is open, into it, Slurm style; the child then exits 1 (job FAILED).
     """
@@ -55,7 +61,13 @@ def exec_job(req: LaunchRequest, script: str, go_r: int, err_w: int) -> None:
         os._exit(1)
 
     try:
+        for fd in parents:
+            with contextlib.suppress(OSError):
+                os.close(fd)
         os.setsid()
+        with contextlib.suppress(OSError):  # a dead supervisor: EOF on go_r below
+            os.write(sid_w, b"s")
+        os.close(sid_w)
         for sig in _RESET_SIGNALS:
             signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, set())

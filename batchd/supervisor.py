@@ -203,14 +203,20 @@ class Supervisor(RunControl):
         signal.signal(signal.SIGUSR1, lambda *_: None)
         go_r, go_w = os.pipe()
         err_r, err_w = os.pipe()
+        sid_r, sid_w = os.pipe()
         try:
             self.child = os.fork()
         except OSError as exc:
             return self._fail_before_start(f"fork failed: {exc}")
         if self.child == 0:
-            exec_job(req, self._path(SCRIPT), go_r, err_w)
+            exec_job(req, self._path(SCRIPT), go_r, err_w, sid_w, parents=(go_w, err_r, sid_r))
         os.close(go_r)
         os.close(err_w)
+        os.close(sid_w)
+        # the child is in its own session (its pid is its process group) before the start
+        # is recorded with that group; b"" when it died first (reaped by the loop below)
+        os.read(sid_r, 1)
+        os.close(sid_r)
         self.t0 = time.monotonic()
         self.start_time = time.time()
         try:

@@ -101,6 +101,51 @@ def test_killed_supervisor_makes_the_run_lost_and_terminate_kills_the_orphan(job
         time.sleep(0.02)
 
 
+_DIE_AFTER_RECORDING = """\
+import os, signal
+import batchd.spool as spool
+_write = spool.write_json_atomic
+def _write_then_die(path, data):
+    _write(path, data)
+    if os.path.basename(path) == "started.json":
+        os.kill(os.getpid(), signal.SIGKILL)
+spool.write_json_atomic = _write_then_die
+"""
+
+
+def test_supervisor_killed_between_recording_the_start_and_the_go_leaves_no_run_holding_the_lock(
+        jobs, tmp_path, monkeypatch):
+    # The supervisor dies (SIGKILL) right after started.json is written, before it lets
+    # the job exec: the forked child must not wait for ever with the run's lock (it holds
+    # it from the fork), or the run would stay RUNNING with no job and no supervisor.
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_DIE_AFTER_RECORDING)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(hook), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    marker = jobs.workdir / "ran"
+    req, info = jobs.launch(f"#!/bin/bash\ntouch {marker}\nsleep 30\n")
+    started = json.loads((Path(info.jobdir) / "started.json").read_text())
+    deadline = time.monotonic() + 10
+    while launcher.poll(jobs.spool, req.job_id, 0).state != "LOST":
+        assert time.monotonic() < deadline, "run never became LOST: its lock is still held"
+        time.sleep(0.02)
+    deadline = time.monotonic() + 5
+    while _alive(started["pid"]):
+        assert time.monotonic() < deadline, "the child waits for a go that cannot come"
+        time.sleep(0.02)
+    assert not marker.exists()  # the job never ran
+
+
+def test_the_recorded_process_group_is_the_jobs_from_the_start(jobs):
+    # started.json names the job's pid as its process group: the child is in its own
+    # session before that is written, so a signal to the group reaches it at once.
+    req, info = jobs.launch("#!/bin/bash\nsleep 30\n")
+    started = json.loads((Path(info.jobdir) / "started.json").read_text())
+    assert os.getpgid(started["pid"]) == started["pgid"] == started["pid"]
+    os.killpg(started["pgid"], signal.SIGKILL)
+    assert jobs.wait(req).final_state == "FAILED"
+
+
 def test_supervisor_ignores_terminal_and_term_signals(jobs):
     req, info = jobs.launch("#!/bin/bash\nsleep 0.8\necho done\n")
     sup = json.loads((Path(info.jobdir) / "started.json").read_text())["supervisor_pid"]
