@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -181,6 +181,18 @@ def _load(s: Session, store: Store, q: JobQuery, spec_keys: Sequence[str], reque
             for r in s.connection().execute(_select_view(store, q, spec_keys, request_keys))]
 
 
+def _load_ids(s: Session, store: Store, ids: Iterable[int], spec_keys: Sequence[str], request_keys: Sequence[str],
+              q: JobQuery = JobQuery()) -> dict[int, Job]:
+    """The jobs of `ids` that `q` also selects, by id (in id order), loaded as `_load` loads
+    them, 500 ids a query (SQLite limits the bound parameters of one)."""
+    order = sorted(set(ids))
+    out: dict[int, Job] = {}
+    for i in range(0, len(order), 500):
+        out.update((j.id, j) for j in _load(s, store, replace(q, ids=frozenset(order[i:i + 500])),
+                                             spec_keys, request_keys))
+    return out
+
+
 #: the position of `state` in a row of `list_view_rows`
 ROW_STATE = _PLAIN.index("state")
 
@@ -229,11 +241,8 @@ def list_folded_view_rows(store: Store, q: JobQuery, spec_keys: Sequence[str], r
         for jid, aj, task in tasks:
             if aj not in first or task < first[aj][0]:
                 first[aj] = (task, jid)
-        ids = sorted(jid for _t, jid in first.values())
-        firsts = []
-        for i in range(0, len(ids), 500):
-            firsts += _load(s, store, JobQuery(ids=frozenset(ids[i:i + 500]), pending_tasks=True),
-                            spec_keys, request_keys)
+        firsts = list(_load_ids(s, store, [jid for _t, jid in first.values()], spec_keys, request_keys,
+                                JobQuery(pending_tasks=True)).values())
     return others, tasks, firsts
 
 
@@ -288,11 +297,7 @@ def list_task_runs(store: Store, q: JobQuery, spec_keys: Sequence[str], request_
                 continue
             key = rest(r) if r[at_spec] and r[at_req] else ("alone", jid)
             runs.setdefault(key, []).append((jid, task))
-        firsts = sorted(tasks[0][0] for tasks in runs.values())
-        loaded: dict[int, Job] = {}
-        for i in range(0, len(firsts), 500):
-            loaded.update((j.id, j) for j in _load(s, store, JobQuery(ids=frozenset(firsts[i:i + 500])),
-                                                   spec_keys, request_keys))
+        loaded = _load_ids(s, store, [tasks[0][0] for tasks in runs.values()], spec_keys, request_keys)
     out = [TaskRun(loaded[tasks[0][0]], tasks) for tasks in runs.values() if tasks[0][0] in loaded]
     out.sort(key=lambda run: run.first.id)
     return others, out
@@ -312,11 +317,7 @@ def list_fresh_task_groups(store: Store, q: JobQuery, spec_keys: Sequence[str], 
         for jid, aj, task, submit in s.connection().execute(stmt):
             if pick is None or pick(jid, aj, task):
                 groups.setdefault((aj, submit), []).append((task, jid))
-        firsts = sorted(min(tasks)[1] for tasks in groups.values())
-        loaded: dict[int, Job] = {}
-        for i in range(0, len(firsts), 500):
-            loaded.update((j.id, j) for j in _load(s, store, JobQuery(ids=frozenset(firsts[i:i + 500])),
-                                                   spec_keys, request_keys))
+        loaded = _load_ids(s, store, [min(tasks)[1] for tasks in groups.values()], spec_keys, request_keys)
     out = []
     for tasks in groups.values():
         tasks.sort()

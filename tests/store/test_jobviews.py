@@ -6,6 +6,7 @@ the command's own folding gives."""
 import dataclasses
 import json
 import time
+import types
 
 import pytest
 
@@ -211,9 +212,11 @@ def test_id_segments_step_both_ids():
 
 
 @pytest.mark.parametrize("window", [None, (NOW - 60, None), (None, NOW - 1000)], ids=["all", "since", "before"])
-def test_sacct_folded_by_the_daemon_prints_the_rows_of_every_task_folded(store, cfg, window):
+def test_sacct_folded_by_the_daemon_prints_the_rows_of_every_task_folded(store, cfg, window, monkeypatch):
     from batchd.service import Service
 
+    # a running job's elapsed time is counted to now: one clock for both listings compared
+    monkeypatch.setattr(acctrows, "time", types.SimpleNamespace(time=lambda: NOW))
     store.insert_jobs(_varied_arrays())
     svc = Service(cfg, store)
     q = {"all_users": "1"}
@@ -267,10 +270,12 @@ def test_windows_and_filters_use_an_index(store, q, index):
     assert index in _plan(store, q)
 
 
-def test_the_daemons_kept_views_follow_every_change_of_a_job(store, cfg):
+def test_the_daemons_kept_views_follow_every_change_of_a_job(store, cfg, monkeypatch):
     from batchd.service import Service
     from batchd.viewmemo import dumps
 
+    # a running job's run time is counted to now: one clock for every listing compared
+    monkeypatch.setattr(views, "time", types.SimpleNamespace(time=lambda: NOW, monotonic=time.monotonic))
     store.insert_jobs(_jobs())
     svc = Service(cfg, store)
     for query in ({}, {"fold": "1"}):
