@@ -176,7 +176,7 @@ class Service(Submission, JobChanges):
             return reply
         if "task_runs" in reply:
             reply["task_runs"] = [dict(r, view=trimmed([r["view"]], keys)[0]) for r in reply["task_runs"]]
-        reply["jobs"] = trimmed(reply["jobs"], keys)
+        reply["jobs"] = self._view_memo.trimmed(reply["jobs"], keys)
         return reply
 
     def _list_jobs(self, query: dict[str, str]) -> dict[str, Any]:

@@ -8,6 +8,10 @@ the view built then and its JSON text, without decoding its documents, building 
 or encoding it again; a row that differs in anything is a new key, so a changed job is
 never shown stale.
 
+A kept view's trimmings (`ViewMemo.trimmed`: the view cut to the keys a command reads,
+squeue's `keys=`, and that cut's JSON text) are kept with it, per set of keys, and go when
+it goes.
+
 Bounded: at most `cap` rows are kept, the oldest dropped first. Not kept: RUNNING and
 SUSPENDED rows (their run time moves), and a row holding a JSON value that cannot be a key
 (an allocation).
@@ -56,12 +60,23 @@ def dumps(payload: Any) -> str:
     return json.dumps(payload)
 
 
+class _Kept:
+    """One kept view: the view, its JSON text, and its trimmings by the keys cut to."""
+    __slots__ = ("view", "text", "trims")
+
+    def __init__(self, view: dict[str, Any], text: str):
+        self.view, self.text = view, text
+        self.trims: dict[tuple[str, ...], tuple[dict[str, Any], str]] = {}
+
+
 class ViewMemo:
     """Views by row (see the module's doc); safe on the API threads."""
 
     def __init__(self, cap: int = 5000):
         self.cap = cap
-        self._views: dict[tuple[Any, int], tuple[dict[str, Any], str]] = {}
+        self._views: dict[tuple[Any, int], _Kept] = {}
+        # the kept views by id(), for `trimmed` (each entry's view is checked to be the one)
+        self._by_view: dict[int, _Kept] = {}
         self._lock = threading.Lock()
 
     def views(self, rows: Iterable[Sequence[Any]], state_at: int, build: Callable[[Sequence[Any]], dict[str, Any]]
@@ -80,19 +95,46 @@ class ViewMemo:
             kept = memo.get(key) if key is not None else None
             if kept is None:
                 view = build(row)
-                kept = (view, json.dumps(view))
+                kept = _Kept(view, json.dumps(view))
                 if key is not None:
                     self._keep(key, kept)
-            out.append(kept[0])
-            texts.append(kept[1])
+            out.append(kept.view)
+            texts.append(kept.text)
         return ViewList(out, texts)
 
-    def _keep(self, key: tuple[Any, int], kept: tuple[dict[str, Any], str]) -> None:
+    def trimmed(self, views: Iterable[dict[str, Any]], keys: Sequence[str]) -> ViewList:
+        """`trimmed(views, keys)`, taking the trimming of a view this memo keeps from the
+        memo (cut and encoded once per set of keys), the others cut here."""
+        keys = tuple(keys)
+        out, texts = [], []
+        by_view = self._by_view
+        for v in views:
+            kept = by_view.get(id(v))
+            if kept is None or kept.view is not v:
+                t = {k: v[k] for k in keys if k in v}
+                out.append(t)
+                texts.append(json.dumps(t))
+                continue
+            cut = kept.trims.get(keys)
+            if cut is None:
+                t = {k: v[k] for k in keys if k in v}
+                cut = kept.trims[keys] = (t, json.dumps(t))
+            out.append(cut[0])
+            texts.append(cut[1])
+        return ViewList(out, texts)
+
+    def _keep(self, key: tuple[Any, int], kept: _Kept) -> None:
         with self._lock:
             memo = self._views
+            old = memo.pop(key, None)
+            if old is not None:
+                self._by_view.pop(id(old.view), None)
             memo[key] = kept
+            self._by_view[id(kept.view)] = kept
             while len(memo) > self.cap:
-                del memo[next(iter(memo))]
+                gone = memo.pop(next(iter(memo)))
+                if self._by_view.get(id(gone.view)) is gone:
+                    del self._by_view[id(gone.view)]
 
     def __len__(self) -> int:
         return len(self._views)

@@ -57,3 +57,23 @@ def test_a_reply_with_view_lists_encodes_as_json_dumps(views, rest):
     payload = {**rest, "jobs": ViewList(views, [json.dumps(v) for v in views])}
     assert dumps(payload) == json.dumps(payload)
     assert dumps(rest) == json.dumps(rest) and dumps([1, views]) == json.dumps([1, views])
+
+
+def test_a_kept_views_trimming_is_cut_once_per_set_of_keys_and_follows_the_view():
+    memo = ViewMemo(cap=2)
+    rows = [(1, "PENDING", "Priority"), (2, "RUNNING", "None")]
+    views = memo.views(rows, STATE, _build([]))
+    first = memo.trimmed(views, ["id", "reason"])
+    again = memo.trimmed(memo.views(rows, STATE, _build([])), ["id", "reason"])
+    assert first == again == [{"id": 1, "reason": "Priority"}, {"id": 2, "reason": "None"}]
+    assert again.texts == [json.dumps(v) for v in again]
+    assert again[0] is first[0]            # kept: the same cut
+    assert again[1] is not first[1]        # a running job's view is not kept, nor its cut
+    assert memo.trimmed(views, ["state"]) == [{"state": "PENDING"}, {"state": "RUNNING"}]
+    # a changed row is a new view: its cut is new too
+    changed = memo.trimmed(memo.views([(1, "PENDING", "JobHeldUser")], STATE, _build([])), ["id", "reason"])
+    assert changed == [{"id": 1, "reason": "JobHeldUser"}]
+    # views dropped from the memo take their cuts along; a view never kept is cut anew
+    memo.views([(i, "PENDING", "None") for i in range(10, 14)], STATE, _build([]))
+    assert len(memo._by_view) == len(memo) == 2
+    assert memo.trimmed([{"id": 9, "x": 1}], ["x"]) == [{"x": 1}]
