@@ -102,7 +102,7 @@ def _conditions(q: JobQuery) -> list[ColumnElement[bool]]:
             # a run's end is never after its job's end; an active job has no end yet. As a
             # subquery of ids: with the outer ORDER BY id beside it, SQLite would read the
             # whole table in id order rather than the three index ranges (end_time NULL,
-            # end_time >= start, the active states of ix_jobs_state_end_time)
+            # end_time >= start, the active states of ix_jobs_state_end_time_ids)
             c.append(JobRow.id.in_(select(JobRow.id).where(or_(
                 JobRow.end_time.is_(None), JobRow.end_time >= start,
                 JobRow.state.in_(("PENDING", "RUNNING", "SUSPENDED", "COMPLETING"))))))
@@ -125,7 +125,11 @@ def _conditions(q: JobQuery) -> list[ColumnElement[bool]]:
 def _extract(store: Store, col: Any, keys: Sequence[str], heavy: Sequence[str], label: str) -> list[Any]:
     """The columns that carry `keys` of the JSON document `col` (see the module's doc)."""
     if store.engine.dialect.name == "sqlite":
-        obj = func.json_type(col) == "object"
+        # an object by its first character, which costs no parse (json_type would parse the
+        # whole document once more than json_extract does): the stored text is json.dumps',
+        # and a document that does not start with "{" goes whole to `_document`, which
+        # reads an object there too
+        obj = func.substr(col, 1, 1) == "{"
         vals = func.json_extract(col, *[f"$.{k}" for k in keys], type_=String)
         return [case((obj, vals), else_=None).label(f"{label}_vals"),
                 case((obj, None), else_=func.json(col, type_=String)).label(f"{label}_raw")]
@@ -178,7 +182,7 @@ def _job(m: Any, spec_keys: Sequence[str], request_keys: Sequence[str]) -> Job:
 
 def _load(s: Session, store: Store, q: JobQuery, spec_keys: Sequence[str], request_keys: Sequence[str]) -> list[Job]:
     return [_job(r._mapping, spec_keys, request_keys)
-            for r in s.connection().execute(_select_view(store, q, spec_keys, request_keys))]
+            for r in s.connection().execute(_select_view(store, q, spec_keys, request_keys)).all()]
 
 
 def _load_ids(s: Session, store: Store, ids: Iterable[int], spec_keys: Sequence[str], request_keys: Sequence[str],
@@ -202,7 +206,7 @@ def list_view_rows(store: Store, q: JobQuery, spec_keys: Sequence[str], request_
     each document's extracted keys), for callers that keep views by row
     (`batchd.viewmemo`); `job_of_row` makes the job of one."""
     with store.read() as s:
-        return list(s.connection().execute(_select_view(store, q, spec_keys, request_keys)))
+        return list(s.connection().execute(_select_view(store, q, spec_keys, request_keys)).all())
 
 
 def job_of_row(row: Any, spec_keys: Sequence[str], request_keys: Sequence[str]) -> Job:
@@ -232,10 +236,10 @@ def list_folded_view_rows(store: Store, q: JobQuery, spec_keys: Sequence[str], r
     with store.read() as s:
         conn = s.connection()
         others = [r for r in conn.execute(_select_view(store, replace(q, pending_tasks=False), spec_keys,
-                                                       request_keys))
+                                                       request_keys)).all()
                   if pick is None or pick(r.id, r.array_job_id, r.array_task_id)]
         # pending_tasks: array tasks only, so both array columns are set
-        tasks = [(int(a), int(b), int(c)) for a, b, c in conn.execute(tasks_stmt)
+        tasks = [(int(a), int(b), int(c)) for a, b, c in conn.execute(tasks_stmt).all()
                  if b is not None and c is not None and (pick is None or pick(a, b, c))]
         first: dict[int, tuple[int, int]] = {}
         for jid, aj, task in tasks:
@@ -291,7 +295,7 @@ def list_task_runs(store: Store, q: JobQuery, spec_keys: Sequence[str], request_
         rest = operator.itemgetter(*(i for i, k in enumerate(names) if k not in _IDS and not k.startswith("same_")))
         at_id, at_task = names.index("id"), names.index("array_task_id")
         at_aj, at_spec, at_req = names.index("array_job_id"), names.index("same_spec"), names.index("same_request")
-        for r in res:
+        for r in res.all():
             jid, task = r[at_id], r[at_task]
             if pick is not None and not pick(jid, r[at_aj], task):
                 continue
@@ -314,7 +318,7 @@ def list_fresh_task_groups(store: Store, q: JobQuery, spec_keys: Sequence[str], 
             .where(*_conditions(replace(q, fresh_tasks=True))).order_by(JobRow.id))
     groups: dict[tuple[Any, float], list[tuple[Any, int]]] = {}
     with store.read() as s:
-        for jid, aj, task, submit in s.connection().execute(stmt):
+        for jid, aj, task, submit in s.connection().execute(stmt).all():
             if pick is None or pick(jid, aj, task):
                 groups.setdefault((aj, submit), []).append((task, jid))
         loaded = _load_ids(s, store, [min(tasks)[1] for tasks in groups.values()], spec_keys, request_keys)
@@ -335,7 +339,7 @@ def list_view_usage(store: Store, q: JobQuery) -> list[UsageRec]:
     stmt = (select(*cols).where(UsageRecord.job_id.in_(select(JobRow.id).where(*_conditions(q))))
             .order_by(UsageRecord.job_id, UsageRecord.run))
     with store.read() as s:
-        return [UsageRec(**r._mapping) for r in s.connection().execute(stmt)]
+        return [UsageRec(**r._mapping) for r in s.connection().execute(stmt).all()]
 
 
 def list_job_heads(store: Store, q: JobQuery) -> list[Job]:
@@ -343,4 +347,4 @@ def list_job_heads(store: Store, q: JobQuery) -> list[Job]:
     read only ids, states and owners (scancel of an array's 10,000 tasks)."""
     stmt = select(*(getattr(JobRow, c) for c in _PLAIN)).where(*_conditions(q)).order_by(JobRow.id)
     with store.read() as s:
-        return [Job(spec={}, request={}, **dict(zip(_PLAIN, r, strict=True))) for r in s.connection().execute(stmt)]
+        return [Job(spec={}, request={}, **dict(zip(_PLAIN, r, strict=True))) for r in s.connection().execute(stmt).all()]
