@@ -162,9 +162,13 @@ def format_percent(jobs: list[dict], fmtstr: str, header: bool = True, now: floa
     lines = []
     if header:
         lines.append(fmt.render_percent(items, lambda c: CODES.get(c, (c.upper(), ""))[0]))
-    cells = _RunCells(now)
+    # fmt.render_percent's line, with each item's value key looked up once for all jobs
+    plan = [(it, None, None, False) if isinstance(it, str) else (None, CODES[it[0]][1] if it[0] in CODES else None,
+                                                                  it[1], it[2]) for it in items]
+    value, cell = _RunCells(now).value, fmt.cell
     for j in jobs:
-        lines.append(fmt.render_percent(items, lambda c, j=j: cells.value(j, CODES[c][1]) if c in CODES else ""))
+        lines.append("".join(lit if lit is not None else cell(value(j, key) if key is not None else "", width, right)
+                             for lit, key, width, right in plan))
     return lines
 
 

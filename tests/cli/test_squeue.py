@@ -338,3 +338,22 @@ def test_steps_ask_for_whole_views(daemon, capsys):
     run(["-s"], capsys)
     jobs_calls = [c for c in daemon.calls if c[1] == "/v1/jobs"]
     assert jobs_calls and "keys" not in jobs_calls[-1][3]
+
+
+def test_computed_names_every_key_job_value_computes():
+    """job_value sends a key not in COMPUTED straight to the view's value: a branch added
+    for a key left out of COMPUTED would never run."""
+    import ast
+    import inspect
+
+    from batchd.cli import squeue_fields
+
+    compared = set()
+    for n in ast.walk(ast.parse(inspect.getsource(squeue_fields.job_value))):
+        if isinstance(n, ast.Compare) and isinstance(n.left, ast.Name) and n.left.id == "key":
+            for c in n.comparators:
+                if isinstance(c, ast.Tuple):
+                    compared.update(e.value for e in c.elts)
+                elif isinstance(c, ast.Constant):
+                    compared.add(c.value)
+    assert compared == squeue_fields.COMPUTED
