@@ -444,7 +444,7 @@ class Store:
             q_act = q_act.where(~settled)
         # Two queries, not one with `recent`: the OR would make the database read every
         # ended job of the history through the state index; each of these is one range of
-        # ix_jobs_state_end_time per state. Both ordered by id, merged below.
+        # ix_jobs_state_end_time_ids per state. Both ordered by id, merged below.
         end_cols = [getattr(JobRow, f) for f in _ENDED_FIELDS]
         ended_states = list(ended)
         q_end = (select(*end_cols).where(JobRow.state.in_(ended_states), JobRow.end_time >= since)

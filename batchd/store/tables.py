@@ -99,8 +99,11 @@ class JobRow(Base):
     # the run (restarts value) the node agent last launched; set before the launch, so a
     # run whose spool directory vanished is never started a second time
     launched_run: Mapped[int | None] = mapped_column(Integer)
-    # (state, end_time): a state's ended jobs by end time, one index range (a cycle's last day)
-    __table_args__ = (Index("ix_jobs_state_end_time", "state", "end_time"),
+    # (state, end_time): a state's ended jobs by end time, one index range (a cycle's last
+    # day); the ids and times after them: the listings of pending array tasks read only
+    # these, from the index (a row is a page: its spec holds the environment)
+    __table_args__ = (Index("ix_jobs_state_end_time_ids", "state", "end_time", "restarts", "array_job_id",
+                            "array_task_id", "submit_time"),
                       Index("ix_jobs_array_job_id", "array_job_id"),
                       Index("ix_jobs_uid_submit_token", "uid", "submit_token"),
                       # the listings' filters and time windows (batchd.store.jobviews)

@@ -295,7 +295,7 @@ def test_history_is_read_through_indexes(store):
     assert len(seen) == 5, seen
     for p in seen:
         assert "SCAN jobs" not in p, p
-    assert all("ix_jobs_state_end_time (state=? AND end_time>?)" in p or "end_time=?" in p for p in seen[1:3]), seen
+    assert all("ix_jobs_state_end_time_ids (state=? AND end_time>?)" in p or "end_time=?" in p for p in seen[1:3]), seen
 
 
 def test_account_policy_round_trip(store):
