@@ -413,8 +413,21 @@ def parse_args() -> argparse.Namespace:
     return a
 
 
+def fresh_bytecode() -> None:
+    """Compile the commands' and the daemon's modules where their cached bytecode is stale
+    (an edited checkout under PYTHONDONTWRITEBYTECODE recompiles them at every start, 5 to
+    10 ms a command): an installed wheel has its bytecode from the install."""
+    import batchd
+    import batchd.cli
+
+    for pkg in (batchd, batchd.cli):
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(pkg.__file__).parent)],
+                       stdout=subprocess.DEVNULL, check=False)
+
+
 def main() -> None:
     a = parse_args()
+    fresh_bytecode()
     root = Path(tempfile.mkdtemp(prefix="batchd-sbs-"))
     os.chmod(root, 0o755)
     base_env = {k: v for k, v in os.environ.items() if k != "BATCHD_SOCKET"}
