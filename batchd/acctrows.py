@@ -9,6 +9,7 @@ elapsed time). A job whose record cannot be shown gets its rows from
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -36,7 +37,10 @@ def _row(j: Job, **kw: Any) -> dict[str, Any]:
     return base
 
 
+@functools.lru_cache(maxsize=4096)
 def _alpha(tres: str) -> str:
+    """A TRES string as sacct prints it (alphabetical); kept by text: a listing's jobs
+    share a handful of requests, and parsing each again was a third of sacct's time."""
     if not tres:
         return ""
     t = parse_tres(tres)
@@ -44,18 +48,23 @@ def _alpha(tres: str) -> str:
     return format_tres(t, b, alphabetical=True)
 
 
+@functools.lru_cache(maxsize=4096)
+def _alloc_text(items: tuple[tuple[str, float], ...], billing: float | None) -> str:
+    return format_tres(dict(items), billing, alphabetical=True)
+
+
 def _run_rows(j: Job, u: UsageRec, state: str, reason: str) -> list[dict[str, Any]]:
     elapsed = int(u.elapsed_s)
     alloc_nobill = dict(u.tres)
     alloc_nobill.pop("billing", None)
+    alloc_items = tuple(sorted(alloc_nobill.items()))
     nnodes = int(u.tres.get("node", 1) or 1)
     # a run ended by the system or a user (time limit, scancel, preemption, requeue) shows
     # no signal in its job row; its batch step row below carries it (Slurm's accounting)
     ended_by_request = u.state in ("TIMEOUT", "PREEMPTED", "REQUEUED") or u.state.startswith("CANCELLED")
     main_exit = exit_str(u.exit_code, 0 if ended_by_request else u.exit_signal)
     main = _row(j, state=state, exit_code=main_exit, start=u.start_time,
-                end=u.end_time, elapsed_s=elapsed, alloc_tres=format_tres(alloc_nobill, u.billing,
-                                                                          alphabetical=True),
+                end=u.end_time, elapsed_s=elapsed, alloc_tres=_alloc_text(alloc_items, u.billing),
                 node_list=u.node_list, nnodes=nnodes, ncpus=int(u.tres.get("cpu", 0)),
                 alloc_cpus=int(u.tres.get("cpu", 0)), req_mem=j.request.get("per_task", {}).get("mem", 0),
                 billing=int(u.billing), reason=reason, total_cpu_s=u.cpu_time_s)
@@ -69,8 +78,7 @@ def _run_rows(j: Job, u: UsageRec, state: str, reason: str) -> list[dict[str, An
     else:
         step_state, step_exit = u.state, exit_str(u.exit_code, u.exit_signal)
     batch = dict(main, job_id=f"{j.display_id}.batch", job_id_raw=f"{j.id}.batch", name="batch", user="",
-                 state=step_state, exit_code=step_exit, alloc_tres=format_tres(alloc_nobill, None,
-                                                                                alphabetical=True),
+                 state=step_state, exit_code=step_exit, alloc_tres=_alloc_text(alloc_items, None),
                  req_tres="", step="batch", nnodes=1, node_list=u.node_list.split(",")[0], billing=0,
                  qos="", partition="", submit=u.start_time, eligible=u.start_time,
                  max_rss_kb=None if u.max_rss_mb is None else int(round(u.max_rss_mb * 1024)))
