@@ -44,11 +44,17 @@ class ViewList(list[dict[str, Any]]):
         return "[" + ", ".join(self.texts) + "]"
 
 
+def _cut(view: dict[str, Any], keys: Sequence[str]) -> tuple[dict[str, Any], str]:
+    """`view` with only `keys` (those it has), and its JSON text."""
+    t = {k: view[k] for k in keys if k in view}
+    return t, json.dumps(t)
+
+
 def trimmed(views: Iterable[dict[str, Any]], keys: Sequence[str]) -> ViewList:
     """The views with only `keys` (those they have), and their texts: what a command that
     reads a few columns is sent (squeue's `keys=`), a fraction of the whole views' bytes."""
-    out = [{k: v[k] for k in keys if k in v} for v in views]
-    return ViewList(out, [json.dumps(v) for v in out])
+    cuts = [_cut(v, keys) for v in views]
+    return ViewList([c[0] for c in cuts], [c[1] for c in cuts])
 
 
 def dumps(payload: Any) -> str:
@@ -111,14 +117,9 @@ class ViewMemo:
         for v in views:
             kept = by_view.get(id(v))
             if kept is None or kept.view is not v:
-                t = {k: v[k] for k in keys if k in v}
-                out.append(t)
-                texts.append(json.dumps(t))
-                continue
-            cut = kept.trims.get(keys)
-            if cut is None:
-                t = {k: v[k] for k in keys if k in v}
-                cut = kept.trims[keys] = (t, json.dumps(t))
+                cut = _cut(v, keys)
+            else:
+                cut = kept.trims.get(keys) or kept.trims.setdefault(keys, _cut(v, keys))
             out.append(cut[0])
             texts.append(cut[1])
         return ViewList(out, texts)
@@ -131,10 +132,8 @@ class ViewMemo:
                 self._by_view.pop(id(old.view), None)
             memo[key] = kept
             self._by_view[id(kept.view)] = kept
-            while len(memo) > self.cap:
-                gone = memo.pop(next(iter(memo)))
-                if self._by_view.get(id(gone.view)) is gone:
-                    del self._by_view[id(gone.view)]
+            while len(memo) > self.cap:  # (each kept view is built for its one key)
+                self._by_view.pop(id(memo.pop(next(iter(memo))).view), None)
 
     def __len__(self) -> int:
         return len(self._views)
