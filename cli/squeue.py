@@ -162,13 +162,10 @@ def format_percent(jobs: list[dict], fmtstr: str, header: bool = True, now: floa
     lines = []
     if header:
         lines.append(fmt.render_percent(items, lambda c: CODES.get(c, (c.upper(), ""))[0]))
-    # fmt.render_percent's line, with each item's value key looked up once for all jobs
-    plan = [(it, None, None, False) if isinstance(it, str) else (None, CODES[it[0]][1] if it[0] in CODES else None,
-                                                                  it[1], it[2]) for it in items]
-    value, cell = _RunCells(now).value, fmt.cell
+    value = _RunCells(now).value
+    keys = {it[0]: CODES[it[0]][1] for it in items if not isinstance(it, str) and it[0] in CODES}
     for j in jobs:
-        lines.append("".join(lit if lit is not None else cell(value(j, key) if key is not None else "", width, right)
-                             for lit, key, width, right in plan))
+        lines.append(fmt.render_percent(items, lambda c, j=j: value(j, keys[c]) if c in keys else ""))
     return lines
 
 
