@@ -25,7 +25,6 @@ from typing import Any, TypeVar
 from sqlalchemy import (
     Connection,
     Engine,
-    Table,
     Text,
     and_,
     cast,
@@ -34,7 +33,6 @@ from sqlalchemy import (
     event,
     exc,
     func,
-    insert,
     select,
     text,
     update,
@@ -42,7 +40,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session, sessionmaker
 
 from batchd.model import Account, Job, Node, SubmitFacts, UsageRec, from_row, job_of_fields
-from batchd.store import submitpath
+from batchd.store import jobscripts, submitpath
 from batchd.store.dberrors import translated
 from batchd.store.groupcommit import GroupCommit
 from batchd.store.tables import (
@@ -292,15 +290,13 @@ class Store:
     # ------------------------------------------------------------------ jobs
     def insert_jobs(self, jobs: list[Job]) -> None:
         with self.tx() as s:
-            for j in jobs:
-                s.add(JobRow(**{k: getattr(j, k) for k in _job_fields()}))
+            submitpath.insert_jobs(s.connection(), jobs)
 
     def find_submission(self, uid: int, token: str) -> list[Job]:
         """The jobs (every task of an array) that an earlier submission of `uid` stored
         with the client-made `token`, ordered by id; [] when there is none."""
-        with self.read() as s:
-            return [from_row(Job, r) for r in s.scalars(
-                select(JobRow).where(JobRow.uid == uid, JobRow.submit_token == token).order_by(JobRow.id))]
+        with self.core_read() as conn:
+            return submitpath.token_jobs(conn, uid, token)
 
     def insert_submission(self, jobs: list[Job], uid: int, token: str) -> list[Job]:
         """Insert the jobs of one submission carrying `token` (set on every job by the
@@ -313,12 +309,10 @@ class Store:
             if self.engine.dialect.name == "postgresql":
                 key = zlib.crc32(f"{uid}:{token}".encode()) & 0x7FFFFFFF
                 s.execute(text("SELECT pg_advisory_xact_lock(:c, :k)"), {"c": SUBMIT_LOCK_CLASS, "k": key})
-            done = [from_row(Job, r) for r in s.scalars(
-                select(JobRow).where(JobRow.uid == uid, JobRow.submit_token == token).order_by(JobRow.id))]
+            done = submitpath.token_jobs(s.connection(), uid, token)
             if done:
                 return done
-            for j in jobs:
-                s.add(JobRow(**{k: getattr(j, k) for k in _job_fields()}))
+            submitpath.insert_jobs(s.connection(), jobs)
             return []
 
     def submit_facts(self, user: str, uid: int, token: str | None) -> SubmitFacts:
@@ -369,8 +363,7 @@ class Store:
                     return submitpath.token_jobs(conn, uid, token), True
             first = self._reserve_apart(n) if self._reserve_engine is not None else self._reserve_ids(conn, n)
             jobs = build(first)
-            with submitpath.shared_json():  # an array's tasks share spec and request: encoded once
-                conn.execute(insert(_JOB_TABLE), submitpath.job_rows(jobs))
+            submitpath.insert_jobs(conn, jobs)
             return jobs, False
 
         if self._group is not None:  # SQLite: concurrent submissions share one commit (fsync)
@@ -382,7 +375,7 @@ class Store:
     def get_job(self, job_id: int) -> Job | None:
         with self.read() as s:
             row = s.get(JobRow, job_id)
-            return None if row is None else from_row(Job, row)
+            return None if row is None else jobscripts.join(s.connection(), [from_row(Job, row)])[0]
 
     def count_active_jobs(self, user: str, account: str) -> int:
         """The user's pending and running jobs (each array task one) in `account`."""
@@ -409,7 +402,7 @@ class Store:
         if since is not None:
             q = q.where((JobRow.end_time.is_(None)) | (JobRow.end_time >= since))
         with self.read() as s:
-            return [from_row(Job, r) for r in s.scalars(q)]
+            return jobscripts.join(s.connection(), [from_row(Job, r) for r in s.scalars(q)])
 
     def snapshot_jobs(self, active: Iterable[str], ended: Iterable[str], since: float,
                       ended_if: Callable[[list[Job]], bool] | None = None,
@@ -498,7 +491,10 @@ class Store:
 
     def update_job(self, job_id: int, expect_states: Iterable[str] | None = None, **changes: Any) -> bool:
         """Set fields of one job; with `expect_states`, only if its state is one of them
-        (compare-and-set). True when a row changed."""
+        (compare-and-set). True when a row changed. A spec's heavy keys are not stored
+        again (they never change: batchd.store.jobscripts)."""
+        if "spec" in changes:
+            changes["spec"] = jobscripts.light(changes["spec"])
         q = update(JobRow).where(JobRow.id == job_id)
         if expect_states is not None:
             q = q.where(JobRow.state.in_(list(expect_states)))
@@ -509,6 +505,8 @@ class Store:
         """Several compare-and-set job updates in one transaction; returns the ids changed.
         Changes with the same expected states and the same values (cancelling an array's
         tasks) go as one UPDATE per 500 ids (when no job is named twice)."""
+        changes = [(i, e, {**v, "spec": jobscripts.light(v["spec"])} if "spec" in v else v)
+                   for i, e, v in changes]  # as update_job
         done: list[int] = []
         groups: dict[str, tuple[tuple[str, ...] | None, dict[str, Any], list[int]]] = {}
         order: list[tuple[int, tuple[str, ...] | None, dict[str, Any]]] = []
@@ -759,7 +757,8 @@ class Store:
         """Running jobs and the runs that ended at or after `since`, read in one
         transaction so that a job ending meanwhile is seen exactly once."""
         with self.read() as s:
-            running = [from_row(Job, r) for r in s.scalars(select(JobRow).where(JobRow.state == "RUNNING"))]
+            running = jobscripts.join(s.connection(), [from_row(Job, r) for r in s.scalars(
+                select(JobRow).where(JobRow.state == "RUNNING"))])
             ended = [from_row(UsageRec, r) for r in s.scalars(select(UsageRecord).where(UsageRecord.end_time >= since))]
             return running, ended
 
@@ -796,9 +795,6 @@ def _json_text(v: Any) -> Any:
 
 
 _JOB_FIELDS: list[str] = []
-#: the tables of statements run as Core (no ORM) on the submit path
-_JOB_TABLE: Table = JobRow.__table__  # type: ignore[assignment]
-_META_TABLE: Table = Meta.__table__  # type: ignore[assignment]
 
 
 def _job_fields() -> list[str]:

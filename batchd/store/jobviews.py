@@ -2,11 +2,12 @@
 in the SQL, only the columns the views read are loaded, and rows become `batchd.model`
 dataclasses without ORM objects. Each function is one transaction on a `Store`.
 
-A job's `spec` (script and environment included, kilobytes each) and `request` (an
-array task's carries the whole array's task list) are never loaded whole: the caller
-names the keys its views read (`spec_keys`, `request_keys`) and the database extracts
-them (SQLite's `json_extract` with several paths parses each document once; PostgreSQL
-drops the heavy keys from a `jsonb` copy). A key stored as JSON null is left out, as
+A job's `spec` (its light part: the script, environment and argv are in `job_scripts`,
+batchd.store.jobscripts, and no view reads them) and `request` (an array task's carries
+the whole array's task list) are loaded with only the keys the caller names
+(`spec_keys`, `request_keys`): SQLite extracts them (`json_extract` with several paths
+parses each document once); PostgreSQL sends the spec as it is and drops the request's
+heavy keys from a `jsonb` copy. A key stored as JSON null is left out, as
 a missing key: the views read both alike (`.get`). A spec or request that is not a
 JSON object (a malformed record) is loaded whole, for the views' fallbacks.
 """
@@ -39,8 +40,7 @@ from batchd.model import Job, UsageRec
 from batchd.store import Store
 from batchd.store.tables import JobRow, UsageRecord
 
-#: spec keys PostgreSQL drops before sending the rest (the rest is filtered to the keys asked)
-_HEAVY_SPEC_KEYS = ("script", "environment", "argv")
+#: request keys PostgreSQL drops before sending the rest (the rest is filtered to the keys asked)
 _HEAVY_REQUEST_KEYS = ("array_task_ids",)
 #: Job fields loaded as they are (all but spec, request and the ones no view reads)
 _PLAIN = tuple(c for c in ("id", "name", "user", "uid", "gid", "account", "partition", "qos", "state",
@@ -134,6 +134,9 @@ def _extract(store: Store, col: Any, keys: Sequence[str], heavy: Sequence[str], 
         return [case((obj, vals), else_=None).label(f"{label}_vals"),
                 case((obj, None), else_=func.json(col, type_=String)).label(f"{label}_raw")]
     name = f"{col.table.name}.{col.name}"
+    if not heavy:  # the document as it is: a jsonb copy would parse it for nothing
+        return [literal_column("NULL").label(f"{label}_vals"),
+                literal_column(f"{name}::text", String).label(f"{label}_raw")]
     drop = "{" + ",".join(heavy) + "}"
     return [literal_column("NULL").label(f"{label}_vals"),
             literal_column(f"CASE WHEN jsonb_typeof({name}::jsonb) = 'object' THEN "
@@ -166,7 +169,7 @@ def _select_view(store: Store, q: JobQuery, spec_keys: Sequence[str], request_ke
     # of them null, also where a kept view makes the job unnecessary: batchd.viewmemo)
     cols: list[Any] = [cast(JobRow.allocation, Text).label(c) if c == "allocation" else getattr(JobRow, c)
                        for c in _PLAIN]
-    return (select(*cols, *_extract(store, JobRow.spec, spec_keys, _HEAVY_SPEC_KEYS, "spec"),
+    return (select(*cols, *_extract(store, JobRow.spec, spec_keys, (), "spec"),
                    *_extract(store, JobRow.request, request_keys, _HEAVY_REQUEST_KEYS, "request"))
             .where(*_conditions(q)).order_by(JobRow.id))
 

@@ -16,9 +16,10 @@ from contextlib import contextmanager
 from dataclasses import fields
 from typing import Any
 
-from sqlalchemy import Connection, Table, bindparam, select, update
+from sqlalchemy import Connection, Table, bindparam, insert, select, update
 
 from batchd.model import Account, Job, Node
+from batchd.store import jobscripts
 from batchd.store.tables import AccountRow, Association, JobRow, Meta, NodeRow
 
 _ACCOUNTS: Table = AccountRow.__table__  # type: ignore[assignment]
@@ -72,9 +73,9 @@ def token_used(conn: Connection, uid: int, token: str) -> bool:
 
 
 def token_jobs(conn: Connection, uid: int, token: str) -> list[Job]:
-    """The jobs `uid` stored with `token`, by id."""
-    return [Job(**dict(zip(JOB_FIELDS, r, strict=True)))
-            for r in conn.execute(TOKEN_JOBS, {"uid": uid, "token": token})]
+    """The jobs `uid` stored with `token`, by id, with their whole specs."""
+    return jobscripts.join(conn, [Job(**dict(zip(JOB_FIELDS, r, strict=True)))
+                                  for r in conn.execute(TOKEN_JOBS, {"uid": uid, "token": token})])
 
 
 def reserve(conn: Connection, n: int) -> int | None:
@@ -83,9 +84,14 @@ def reserve(conn: Connection, n: int) -> int | None:
     return None if after is None else int(after)
 
 
-def job_rows(jobs: list[Job]) -> list[dict[str, Any]]:
-    """The jobs as parameter sets of one multi-row INSERT into the jobs table."""
-    return [{k: getattr(j, k) for k in JOB_FIELDS} for j in jobs]
+def insert_jobs(conn: Connection, jobs: list[Job]) -> None:
+    """Insert the jobs, their specs split (batchd.store.jobscripts): one multi-row INSERT
+    into the jobs table, one into job_scripts."""
+    rows, scripts = jobscripts.split(jobs, JOB_FIELDS)
+    with shared_json():  # an array's tasks share spec and request: encoded once
+        conn.execute(insert(_JOBS), rows)
+    if scripts:
+        conn.execute(insert(jobscripts.TABLE), scripts)
 
 
 _memo = threading.local()

@@ -44,9 +44,10 @@ class Meta(Base):
 
 
 class JobRow(Base):
-    """One job (one array task). `spec` is the submitted JOB_SPEC (script and environment
-    included), `request` the resolved request of batchd.jobspec.resolve, `allocation` the
-    current run's placement ({node: {tasks, gpus, cpus, memory_mb}})."""
+    """One job (one array task). `spec` is the submitted JOB_SPEC but for its script,
+    environment and argv (those are in `job_scripts`), `request` the resolved request of
+    batchd.jobspec.resolve, `allocation` the current run's placement ({node: {tasks,
+    gpus, cpus, memory_mb}})."""
     __tablename__ = "jobs"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     array_job_id: Mapped[int | None] = mapped_column(Integer)
@@ -101,7 +102,7 @@ class JobRow(Base):
     launched_run: Mapped[int | None] = mapped_column(Integer)
     # (state, end_time): a state's ended jobs by end time, one index range (a cycle's last
     # day); the ids and times after them: the listings of pending array tasks read only
-    # these, from the index (a row is a page: its spec holds the environment)
+    # these, from the index
     __table_args__ = (Index("ix_jobs_state_end_time_ids", "state", "end_time", "restarts", "array_job_id",
                             "array_task_id", "submit_time"),
                       Index("ix_jobs_array_job_id", "array_job_id"),
@@ -109,6 +110,18 @@ class JobRow(Base):
                       # the listings' filters and time windows (batchd.store.jobviews)
                       Index("ix_jobs_end_time", "end_time"), Index("ix_jobs_submit_time", "submit_time"),
                       Index("ix_jobs_user", "user"), Index("ix_jobs_account", "account"))
+
+
+class JobScript(Base):
+    """The heavy part of a submission's spec (batchd.store.jobscripts.HEAVY_KEYS: script,
+    environment, argv; kilobytes, read only to launch a job or show its script), kept
+    apart so that a job row stays small: listings and cycles read every active row. One
+    per job, keyed by its id, and one per job array, keyed by `array_job_id` (the
+    tasks share it). No foreign key: written in the submission's transaction, never
+    changed, and the jobs table has no deletes."""
+    __tablename__ = "job_scripts"
+    job_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
 
 
 class UsageRecord(Base):
