@@ -28,7 +28,7 @@ from batchd.model import Job
 from batchd.runs import end_run
 from batchd.runsampler import RunSampler
 from batchd.spool import REQUEST, read_json
-from batchd.steps import StepRunner
+from batchd.steprunner import StepRunner
 from batchd.store import Store
 from batchd.store import steps as step_store
 

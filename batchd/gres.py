@@ -378,3 +378,14 @@ def node_inventories(nodes: Iterable[Any], shard_per_gpu: int = 0) -> dict[str, 
         except (ValueError, TypeError):
             out[str(name)] = NodeGpus()
     return out
+
+
+def shard_card(alloc_node: dict) -> int | None:
+    """The card a gres/shard allocation's shards are on: `shard_gpus[0]` (a job's shards
+    on one node all come from one card), or the older single `shard_gpu`; None when it
+    names none or names it in a form that is not an index."""
+    cards = alloc_node.get("shard_gpus")
+    c = cards[0] if isinstance(cards, list) and cards else alloc_node.get("shard_gpu")
+    if isinstance(c, str) and c.isascii() and c.isdigit():
+        c = int(c)
+    return c if c.__class__ is int else None

@@ -181,14 +181,14 @@ def job_devices(alloc_node: dict[str, Any], inventory: list[dict[str, Any]] | No
 
     `alloc_node["gpus"]` holds whole-GPU indices (int or "3") and MIG instances
     ("3:MIG-<uuid>", parent index first); the card a gres/shard job's shards are on
-    (`jobenv.shard_card`) adds that card. Each card is `/dev/nvidia<minor>`, the
+    (`batchd.gres.shard_card`) adds that card. Each card is `/dev/nvidia<minor>`, the
     minor number from the inventory (`"minor"`) when known, else its index. A job with any
     GPU also gets the control devices, and a MIG job the capability group. No GPU: []."""
     minors = {int(g["index"]): int(g.get("minor", g["index"]))
               for g in inventory or [] if isinstance(g, dict) and "index" in g}
     cards: set[int] = set()
     mig = False
-    from batchd.scheduler.cards import shard_card  # here: `batchd node check` needs no scheduler
+    from batchd.gres import shard_card  # here: `batchd node check` reads no GPU model otherwise
 
     card = shard_card(alloc_node)
     for g in list(alloc_node.get("gpus") or []) + ([card] if card is not None else []):

@@ -1,8 +1,8 @@
 """The environment and file names of a running batch job, as Slurm 22.05 sets them.
 
 Pure (no I/O, no clock): the node agent calls `full_environment` (or
-`job_environment` on top of `spec["environment"]`) and `expand_pattern` when it
-launches a job.
+`job_environment` on top of `spec["environment"]`) when it launches a job, and
+`batchd.filepattern.expand_pattern` for its file names.
 
 `job_environment(spec, job, alloc, node, cluster_name)` returns only the variables
 batchd adds (the `SLURM_*` output set, `ENVIRONMENT=BATCH`, the GPU device lists);
@@ -29,22 +29,15 @@ Arguments:
 
 Not set here: `SLURM_TASK_PID` (the pid of the batch shell: the launcher adds it once
 it has forked) and `PWD`/`SHLVL` (the shell's).
-
-`expand_pattern(pattern, job, node, task=0)` expands `%j %J %x %u %A %a %b %N %n %r %s
-%t %%` with zero padding (`%3a`, ASCII digits only: other digits such as `²` are ordinary
-characters, as in Slurm's filename-pattern code), as `-o`/`-e`/`-i` do; a pattern containing a
-backslash is taken literally (backslashes removed), and `none` is /dev/null. `default_output(job)` is
-`slurm-%j.out`, or `slurm-%A_%a.out` for an array task.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from batchd.gres import shard_card
 from batchd.hostlist import compress
-from batchd.scheduler.cards import shard_card
 
-NO_VAL_TASK = 4294967294  # what Slurm prints for %a of a job that is not an array task
 WORKING_CLUSTER_TAIL = "6817:9728:109"  # slurmctld port, protocol version, select plugin id
 
 
@@ -247,56 +240,6 @@ def full_environment(spec: dict, job: dict, alloc: dict, node: str, cluster_name
     env = dict(spec.get("environment") or {})
     env.update(job_environment(spec, job, alloc, node, cluster_name))
     return env
-
-
-def default_output(job: dict) -> str:
-    """`slurm-%j.out`, or `slurm-%A_%a.out` for an array task."""
-    return "slurm-%A_%a.out" if job.get("array_task_id") is not None else "slurm-%j.out"
-
-
-def expand_pattern(pattern: str, job: dict, node: str, task: int = 0) -> str:
-    """Expand Slurm's filename pattern codes (module docstring) for the batch step."""
-    if pattern == "none":
-        return "/dev/null"
-    if "\\" in pattern:
-        return pattern.replace("\\", "")
-    jid = int(job["id"])
-    is_array = job.get("array_task_id") is not None
-    task_id = int(job["array_task_id"]) if is_array else NO_VAL_TASK
-    numeric = {
-        "j": jid, "J": jid, "A": int(job.get("array_job_id") or jid) if is_array else jid,
-        "a": task_id, "b": task_id % 10, "n": int(job.get("node_index", 0)),
-        "r": int(job.get("restarts") or 0), "t": task,
-    }
-    text = {"x": str(job.get("name", "")), "u": str(job.get("user", "")), "N": node.split(".")[0],
-            "s": "batch"}
-    out = []
-    i = 0
-    n = len(pattern)
-    while i < n:
-        ch = pattern[i]
-        if ch != "%":
-            out.append(ch)
-            i += 1
-            continue
-        j = i + 1
-        while j < n and "0" <= pattern[j] <= "9":  # ASCII only: `%²j` is the literal text `%²j`
-            j += 1
-        if j >= n:
-            out.append(pattern[i:])
-            break
-        code = pattern[j]
-        width = min(int(pattern[i + 1:j]), 10) if j > i + 1 else 0
-        if code == "%" and j == i + 1:
-            out.append("%")
-        elif code in numeric:
-            out.append(f"{numeric[code]:0{width}d}" if width else str(numeric[code]))
-        elif code in text:
-            out.append(text[code])
-        else:
-            out.append(pattern[i:j + 1])
-        i = j + 1
-    return "".join(out)
 
 
 def _tasks_per_node(spec: dict[str, Any], alloc: dict[str, Any], nodes: list[str]) -> list[int]:

@@ -16,8 +16,9 @@ import pwd
 import signal as _signal
 from typing import Any
 
-from batchd import isolation, jobenv, launcher
+from batchd import filepattern, isolation, jobenv, launcher
 from batchd.config import Config
+from batchd.gres import shard_card
 from batchd.model import Job
 from batchd.store import Store
 
@@ -40,15 +41,15 @@ def launch_request(j: Job, cfg: Config, store: Store, isolation_mode: str) -> la
     env = jobenv.full_environment(spec, view, alloc, node, cfg.cluster_name)
     if mps:
         # MPS limits for a shard job: its share of the card its shards are on
-        card = jobenv.shard_card(alloc[node])
+        card = shard_card(alloc[node])
         mem = next((g.get("memory_mb") for g in inv.get(node, [])
                     if isinstance(g, dict) and g.get("index") == card), None)
         env.update(jobenv.mps_environment(int(alloc[node]["shards"]), cfg.shard_per_gpu,
                                           int(mem) if mem else None))
     workdir = spec.get("workdir") or "/"
-    out = _path(jobenv.expand_pattern(spec.get("output") or jobenv.default_output(view), view, node), workdir)
+    out = _path(filepattern.expand_pattern(spec.get("output") or filepattern.default_output(view), view, node), workdir)
     err_pat = spec.get("error")
-    err = _path(jobenv.expand_pattern(err_pat, view, node), workdir) if err_pat else out
+    err = _path(filepattern.expand_pattern(err_pat, view, node), workdir) if err_pat else out
     inp = spec.get("input")
     try:
         pw = pwd.getpwuid(j.uid)
@@ -62,13 +63,13 @@ def launch_request(j: Job, cfg: Config, store: Store, isolation_mode: str) -> la
     if sig and not sig.get("batch_only"):
         # Slurm: --signal without `B:` goes to the job's steps (srun), never to the batch
         # step, whose processes are the script and what it starts directly (the steps'
-        # supervisors time it: batchd.steps.step_signal)
+        # supervisors time it: batchd.steprunner.step_signal)
         sig = None
     req = launcher.LaunchRequest(
         job_id=j.id, run=j.restarts, user=j.user, uid=uid, gid=gid, groups=None, home=home,
         workdir=workdir, script=spec.get("script", ""), argv=list(spec.get("argv") or []), env=env,
         stdout=out, stderr=err,
-        stdin=_path(jobenv.expand_pattern(inp, view, node), workdir) if inp else None,
+        stdin=_path(filepattern.expand_pattern(inp, view, node), workdir) if inp else None,
         open_mode="append" if spec.get("open_mode") == "append" else "truncate",
         time_limit_s=None if j.time_limit_s in (None, -1) else j.time_limit_s,
         kill_wait_s=cfg.kill_wait_s,

@@ -4,7 +4,11 @@ never leave `batchd.store`. Field meanings and units are those of `store/tables.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from decimal import Decimal
 from typing import Any
+
+HOUR_S = 3600
+DAY_S = 86400
 
 
 @dataclass
@@ -134,3 +138,23 @@ class SubmitFacts:
 def from_row(cls: type, row: Any) -> Any:
     """Copy the columns of an ORM row into the dataclass `cls` (same field names)."""
     return cls(**{f.name: getattr(row, f.name) for f in fields(cls) if hasattr(row, f.name)})
+
+
+@dataclass(frozen=True)
+class Price:
+    """One price. `valid_to` None = open-ended. Times are unix seconds (UTC)."""
+    tres: str
+    per_hour: Decimal
+    currency: str
+    valid_from: float
+    valid_to: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tres": self.tres, "per_hour": str(self.per_hour), "currency": self.currency,
+                "valid_from": self.valid_from, "valid_to": self.valid_to}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Price:
+        return cls(tres=str(d["tres"]), per_hour=Decimal(str(d["per_hour"])), currency=str(d["currency"]),
+                   valid_from=float(d["valid_from"]),
+                   valid_to=None if d.get("valid_to") is None else float(d["valid_to"]))

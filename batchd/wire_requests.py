@@ -78,7 +78,7 @@ def _env_name(v: str, path: str, lim: Mapping[str, Any] | None) -> None:
 
 
 def _pattern(v: str, path: str, lim: Mapping[str, Any] | None) -> None:
-    from batchd.jobenv import expand_pattern
+    from batchd.filepattern import expand_pattern
 
     try:  # a guard: every string expands (ASCII digits only), so this never refuses today
         expand_pattern(v, {"id": 1, "name": "x", "user": "u"}, "node")

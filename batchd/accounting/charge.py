@@ -33,8 +33,9 @@ from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 from typing import Any
 
-from batchd.accounting.prices import HOUR_S, PriceBook
+from batchd.accounting.prices import PriceBook
 from batchd.gres import SHARD, SHARE_SEP, is_profile, profile_slices, share_key, split_share_key
+from batchd.model import HOUR_S
 
 UNTYPED_GPU = "gres/gpu:gpu"
 NOT_CHARGED = frozenset({"gres/gpu", "gpu_busy", "gpu_measured"})

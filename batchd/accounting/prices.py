@@ -1,6 +1,6 @@
 """Chargeback prices: a price per TRES-hour with a validity period, in one currency.
 
-Standard library only (the CLI imports it). Money is `decimal.Decimal`, never float.
+Standard library and batchd.model only (the CLI imports it). Money is `decimal.Decimal`, never float.
 
 A price applies to one TRES name (`gres/gpu:rtxpro6000`, a MIG profile such as
 `gres/gpu:1g.24gb`, `gres/gpu` as the fallback for GPU types without their own price,
@@ -19,36 +19,14 @@ from __future__ import annotations
 
 import datetime as _dt
 from bisect import bisect_right
-from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-HOUR_S = 3600
-DAY_S = 86400
+from batchd.model import DAY_S, HOUR_S, Price
 
 
 class PriceError(ValueError):
     """A malformed price (message names the field)."""
-
-
-@dataclass(frozen=True)
-class Price:
-    """One price. `valid_to` None = open-ended. Times are unix seconds (UTC)."""
-    tres: str
-    per_hour: Decimal
-    currency: str
-    valid_from: float
-    valid_to: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"tres": self.tres, "per_hour": str(self.per_hour), "currency": self.currency,
-                "valid_from": self.valid_from, "valid_to": self.valid_to}
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Price:
-        return cls(tres=str(d["tres"]), per_hour=Decimal(str(d["per_hour"])), currency=str(d["currency"]),
-                   valid_from=float(d["valid_from"]),
-                   valid_to=None if d.get("valid_to") is None else float(d["valid_to"]))
 
 
 def parse_when(value: Any, *, end: bool = False, field: str = "valid_from") -> float:

@@ -28,10 +28,11 @@ from batchd.accounting.borrow import (
     up_steps,
 )
 from batchd.accounting.charge import CENT, charge_counts, run_seconds, to_money, unit_price
-from batchd.accounting.prices import HOUR_S, PriceBook
+from batchd.accounting.prices import PriceBook
 from batchd.accounting.rollup import Key, add_run
 from batchd.accounting.zones import zone_of
 from batchd.gres import SHARE_SEP, NodeGpus, node_inventories
+from batchd.model import HOUR_S
 from batchd.store import Store
 from batchd.store import accounting as sql
 from batchd.tres import parse_tres

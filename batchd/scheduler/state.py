@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from operator import attrgetter
 
-from batchd.gres import SHARD, Charge
+from batchd.gres import SHARD, Charge, shard_card
 
 from .assoclimits import assoc_add, assoc_effective, assoc_over, assoc_setup
-from .cards import CARDLESS, place_stored_shards, shard_card, sync_card
+from .cards import CARDLESS, place_stored_shards, sync_card
 from .fairshare import UNLIMITED, Queue, compute_fair_shares, normalise_usage
 from .job import _CPU_POOL, BASE_RES, EPS, GPU, TYPED, JobRT
 from .limits import limit_reason, partition_max_times

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import func, insert, or_, select, union_all
 
-from batchd.accounting.prices import DAY_S, HOUR_S, Price
+from batchd.model import DAY_S, HOUR_S, Price
 from batchd.store import Store
 from batchd.store.rollup_rows import (
     DAILY_UPSERT,

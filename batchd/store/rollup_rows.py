@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from batchd.accounting.prices import DAY_S, HOUR_S
+from batchd.model import DAY_S, HOUR_S
 
 # the common TRES, as columns of the hourly table ("typed" = gres/gpu:<the row's gpu_type>)
 WIDE = (("cpu", "cpu_s"), ("mem", "mem_s"), ("node", "node_s"), ("billing", "billing_s"), ("gres/gpu", "gpu_s"),

@@ -8,7 +8,7 @@ import copy
 import pytest
 from sbatch_helpers import CLUSTER
 
-from batchd import jobenv, jobspec
+from batchd import filepattern, jobenv, jobspec
 from batchd.errors import SubmitError
 
 JOB = {"id": 128, "name": "train", "user": "alice", "uid": 1001, "gid": 100, "account": "a",
@@ -30,12 +30,12 @@ ARRAY_TASK = dict(JOB, id=131, array_job_id=128, array_task_id=7)
     ("%A_%a", JOB, "128_4294967294"),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_expand_pattern(pattern, job, want):
-    assert jobenv.expand_pattern(pattern, job, "gpu1.cluster") == want
+    assert filepattern.expand_pattern(pattern, job, "gpu1.cluster") == want
 
 
 def test_default_output():
-    assert jobenv.default_output(JOB) == "slurm-%j.out"
-    assert jobenv.default_output(ARRAY_TASK) == "slurm-%A_%a.out"
+    assert filepattern.default_output(JOB) == "slurm-%j.out"
+    assert filepattern.default_output(ARRAY_TASK) == "slurm-%A_%a.out"
 
 
 def test_hostlist_and_counts():
@@ -170,7 +170,7 @@ def test_time_min_over_limit_and_qos_wall():
 
 
 def test_output_none_is_dev_null():
-    assert jobenv.expand_pattern("none", JOB, "n") == "/dev/null"
+    assert filepattern.expand_pattern("none", JOB, "n") == "/dev/null"
 
 
 def test_negative_nice_needs_operator():
@@ -199,6 +199,6 @@ def test_time_limit_is_positive_unlimited_or_the_partitions(bad):
 def test_pattern_width_reads_ascii_digits_only():
     """`%²j` / `%٣j`: not a width (Slurm's pattern code knows ASCII digits only), the literal text."""
     job = {"id": 42}
-    assert jobenv.expand_pattern("x-%²j.out", job, "n1") == "x-%²j.out"
-    assert jobenv.expand_pattern("x-%٣j.out", job, "n1") == "x-%٣j.out"
-    assert jobenv.expand_pattern("x-%4j-%99999999999999999999j.out", job, "n1") == "x-0042-0000000042.out"
+    assert filepattern.expand_pattern("x-%²j.out", job, "n1") == "x-%²j.out"
+    assert filepattern.expand_pattern("x-%٣j.out", job, "n1") == "x-%٣j.out"
+    assert filepattern.expand_pattern("x-%4j-%99999999999999999999j.out", job, "n1") == "x-0042-0000000042.out"

@@ -21,7 +21,7 @@ from sbatch_helpers import (
     recorded_caller_env,
 )
 
-from batchd import jobenv, jobspec
+from batchd import filepattern, jobenv, jobspec
 from batchd.cli import sbatch
 
 # the variables the judge keeps from a job's `env | sort`
@@ -123,5 +123,5 @@ def test_recorded_output_file_names(name, tmp_path, monkeypatch):
     resolved = jobspec.resolve(spec, CLUSTER, "root", 0)
     for file, env in env_dumps(rec):
         job, _ = job_for(rec, spec, resolved, env)
-        pattern = spec.get("output") or jobenv.default_output(job)
-        assert jobenv.expand_pattern(pattern, job, "vm") == file
+        pattern = spec.get("output") or filepattern.default_output(job)
+        assert filepattern.expand_pattern(pattern, job, "vm") == file

@@ -14,7 +14,7 @@ from batchd import runwatch
 from batchd.agent import Agent
 from batchd.config import parse_config
 from batchd.model import Job, Node
-from batchd.steps import StepRunner
+from batchd.steprunner import StepRunner
 from batchd.store import Store
 from batchd.store.migrate import upgrade
 

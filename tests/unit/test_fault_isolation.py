@@ -98,19 +98,19 @@ def test_a_malformed_job_fails_alone_and_the_other_job_runs(env, bad, caplog):
 
 def test_a_pattern_that_raises_fails_that_job_only(env, monkeypatch):
     """Found item 1: `int('²')` in the pattern expansion made every pass fail."""
-    from batchd import jobenv
+    from batchd import filepattern
 
     cfg, store, tmp = env
     _running(store, 1, _spec(tmp, "bad", output=str(tmp / "x-%\u00b2j.out")))
     _running(store, 2, _spec(tmp, "good"))
-    real = jobenv.expand_pattern
+    real = filepattern.expand_pattern
 
     def expand(pattern, view, node):
         if "\u00b2" in pattern:
             raise ValueError("invalid literal for int() with base 10: '\u00b2'")
         return real(pattern, view, node)
 
-    monkeypatch.setattr(jobenv, "expand_pattern", expand)
+    monkeypatch.setattr(filepattern, "expand_pattern", expand)
     ag = Agent(cfg, store, ["n1"])
     _until(ag, store, _done(store, 1, 2))
     assert store.get_job(2).state == "COMPLETED"

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from batchd import steps
+from batchd import steprunner, steps
 from batchd.errors import InvalidRequest
 from batchd.model import Job
 from batchd.store import Store
@@ -80,14 +80,14 @@ def test_step_tasks_are_launched_in_the_background_of_the_agent_pass(service, tm
         return launcher.LaunchInfo(1, time.time(), spool_dir)
 
     monkeypatch.setattr(launcher, "launch", launch)
-    runner = steps.StepRunner(store, str(tmp_path / "spool"), {"n1"}, "c", "index")
+    runner = steprunner.StepRunner(store, str(tmp_path / "spool"), {"n1"}, "c", "index")
     try:
         runner.step()  # returns with every launch still blocked
         assert {t.state for t in step_store.list_tasks(store, job_id=14)} == {"PENDING"}
         deadline = time.time() + 10
-        while len(started) < steps.LAUNCH_WORKERS and time.time() < deadline:
+        while len(started) < steprunner.LAUNCH_WORKERS and time.time() < deadline:
             time.sleep(0.01)
-        assert len(started) == steps.LAUNCH_WORKERS  # a bounded number at a time
+        assert len(started) == steprunner.LAUNCH_WORKERS  # a bounded number at a time
         runner.step()  # no second launch of a task in flight
     finally:
         gate.set()

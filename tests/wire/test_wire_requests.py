@@ -8,7 +8,7 @@ import pytest
 from wire_helpers import call, spec
 
 from batchd import api, hostlist, wire_replies, wire_requests
-from batchd.jobenv import expand_pattern
+from batchd.filepattern import expand_pattern
 from batchd.wire import SIGRTMAX, TOO_LONG, WireError, check
 
 
