@@ -31,7 +31,7 @@ UINT32 = 1 << 32
 INFINITE = -1
 
 
-def _scan_int(s, i):
+def _scan_int(s: str, i: int) -> tuple[int, int] | None:
     """sscanf %d at s[i:]: optional whitespace, sign, digits -> (value, next index) or None."""
     n = len(s)
     while i < n and s[i] in " \t":
@@ -47,7 +47,7 @@ def _scan_int(s, i):
     return int(s[i:k]), k
 
 
-def _scanf(s, seps):
+def _scanf(s: str, seps: str) -> list[int]:
     """Read ints separated by the literal characters `seps` (like sscanf); stop at the
     first mismatch. Returns the list of values read."""
     out = []
@@ -66,7 +66,7 @@ def _scanf(s, seps):
     return out
 
 
-def _valid_timespec(s):
+def _valid_timespec(s: str) -> bool:
     """Slurm's _is_valid_timespec: digits, at most one '-', colons only after it, at most
     two colons (three fields after the dash)."""
     dash = 0
@@ -86,7 +86,7 @@ def _valid_timespec(s):
     return digit and colon <= 2
 
 
-def time_str2secs(s):
+def time_str2secs(s: str) -> int | None:
     """Seconds for a Slurm duration (no rounding), INFINITE (-1), or None if invalid."""
     if s is None or s == "":
         return None
@@ -105,7 +105,7 @@ def time_str2secs(s):
     return v[0] * 60 + v[1]
 
 
-def time_limit_s(s):
+def time_limit_s(s: str) -> int | None:
     """A `--time` value in seconds, rounded up to a whole minute; -1 = UNLIMITED (also
     for 0); None when the text is not a time (sbatch then fails with
     `Invalid --time specification`)."""
@@ -124,7 +124,7 @@ def time_limit_s(s):
     return mins * 60
 
 
-def update_time_limit(s):
+def update_time_limit(s: str) -> tuple[str, int] | None:
     """`scontrol update TimeLimit=` text -> (op, seconds): op "=" sets the limit (-1
     UNLIMITED; 0 is a zero limit, which Slurm ends at once), "+" / "-" add to or take from
     the job's current limit (Slurm's relative form, `+30`, `-1:00:00`). Durations are
@@ -146,7 +146,7 @@ def update_time_limit(s):
     return op, (secs + 59) // 60 * 60
 
 
-def format_duration(secs):
+def format_duration(secs: int | None) -> str:
     """Seconds as Slurm prints a limit: `UNLIMITED`, `M:SS`... `[D-]HH:MM:SS`."""
     if secs is None or secs < 0:
         return "UNLIMITED"
@@ -163,7 +163,7 @@ _NAMED_TOD = {"midnight": (0, 0), "noon": (12, 0), "elevenses": (11, 0), "fika":
 _UNITS = (("seconds", 1), ("minutes", 60), ("hours", 3600), ("days", 86400), ("weeks", 604800))
 
 
-def _unit(word):
+def _unit(word: str) -> int | None:
     """Multiplier for a unit word of `now+N<unit>` (any prefix of seconds, minutes,
     hours, days, weeks; none = seconds), or None."""
     if word == "":
@@ -175,11 +175,11 @@ def _unit(word):
     return None
 
 
-def _mktime(y, mo, d, h, mi, s):
+def _mktime(y: int, mo: int, d: int, h: int, mi: int, s: int) -> int:
     return int(_time.mktime((y, mo, d, h, mi, s, 0, 0, -1)))
 
 
-def _tod(text):
+def _tod(text: str) -> tuple[int, int, int] | None:
     """HH:MM[:SS][AM|PM] -> (h, m, s) or None."""
     t = text.lower()
     ampm = None
@@ -200,13 +200,13 @@ def _tod(text):
     return h, m, s
 
 
-def _year(yy, now_year):
+def _year(yy: int | None, now_year: int) -> int | None:
     if yy is None:
         return None
     return 2000 + yy if yy < 100 else yy
 
 
-def parse_begin(text, now=None):
+def parse_begin(text: str, now: float | None = None) -> int:
     """Unix seconds for a `--begin` value (see the module docstring); ValueError(pos)."""
     now = _time.time() if now is None else now
     t = text.strip()
@@ -229,8 +229,8 @@ def parse_begin(text, now=None):
         if mult is None:
             raise ValueError(3 + j)
         return int(now) + (n * mult if sign == "+" else -n * mult)
-    date = None  # (y, m, d)
-    tod = None
+    date: tuple[int | None, int, int] | None = None  # (y, m, d); y None: this year or the next
+    tod: tuple[int, int, int] | None = None
     if low in ("today", "tomorrow"):
         base = now + (86400 if low == "tomorrow" else 0)
         b = _time.localtime(base)
@@ -238,10 +238,10 @@ def parse_begin(text, now=None):
     if low in _NAMED_TOD:
         tod = _NAMED_TOD[low] + (0,)
     elif len(t) >= 10 and t[4] == "-" and t[7] == "-":
-        y, mo, d = t[0:4], t[5:7], t[8:10]
-        if not (isdigits(y) and isdigits(mo) and isdigits(d)):
+        ys, ms, ds = t[0:4], t[5:7], t[8:10]
+        if not (isdigits(ys) and isdigits(ms) and isdigits(ds)):
             raise ValueError(0)
-        date = (int(y), int(mo), int(d))
+        date = (int(ys), int(ms), int(ds))
         if len(t) > 10:
             if t[10] != "T":
                 raise ValueError(10)
@@ -270,6 +270,7 @@ def parse_begin(text, now=None):
             else:
                 raise ValueError(0)
         tod = (0, 0, 0)
+    assert tod is not None  # every branch above sets it or raises
     if date is not None:
         y, mo, d = date
         if not (1 <= mo <= 12 and 1 <= d <= 31):
