@@ -20,9 +20,9 @@ Layout (every key optional unless marked):
                                             # their share of SMs and memory as MPS limits
     isolation = "auto"                      # "auto" | "systemd" | "plain": jobs in transient
                                             # systemd units, or the plain supervisor (see
-                                            # batchd.isolation; "systemd" refuses to start
+                                            # batchd.node.isolation; "systemd" refuses to start
                                             # where the node cannot)
-    accounts = "accounts.toml"              # optional: an accounts file (batchd.accounts) that the
+    accounts = "accounts.toml"              # optional: an accounts file (batchd.server.accounts) that the
                                             # daemon applies at start, relative to this file
 
     [scheduler]   interval_s = 5, placement = "pack"|"spread", backfill = true, kill_wait_s = 30,
@@ -52,7 +52,7 @@ Layout (every key optional unless marked):
                   next request after its last reply), max_request_bytes = 16777216 (a larger
                   Content-Length is a 413), api_threads = 16 (requests run at once; on PostgreSQL
                   the connection pool holds api_threads + 4);
-                  what one request may carry (checked by batchd.wire before anything is stored):
+                  what one request may carry (checked by batchd.server.wire before anything is stored):
                   max_script_bytes = 4194304 (a batch script, Slurm's max_script_size),
                   max_env_bytes = 1048576 (a job's or step's environment, and its arguments, each:
                   the sum of len(NAME) + len(VALUE) + 2 in UTF-8 bytes), max_hostlist_names = 10000
@@ -272,7 +272,7 @@ def _str(path: str, key: str, v: Any) -> str:
 
 def parse_duration(path: str, key: str, v: Any) -> int:
     """A Slurm time ("1-00:00:00", "60", "UNLIMITED") or an integer of minutes -> seconds."""
-    from batchd.cli.slurmtime import time_limit_s  # sbatch's own grammar, one parser for both
+    from batchd.slurm.slurmtime import time_limit_s  # sbatch's own grammar, one parser for both
 
     if isinstance(v, int) and not isinstance(v, bool):
         return v * 60
@@ -372,7 +372,7 @@ def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
     if "tres_billing_weights" in acct:
         w = _str(path, "accounting.tres_billing_weights", acct["tres_billing_weights"])
         try:
-            from batchd.tres import parse_billing_weights
+            from batchd.slurm.tres import parse_billing_weights
 
             parse_billing_weights(w)
         except ImportError:

@@ -35,7 +35,7 @@ ACCOUNTING = ("tres_billing_weights", "sample_interval_s", "rollup_interval_s", 
 REPORT = ("timezone",)
 NODE = ("name", "cpus", "memory_mb", "gpus", "features")
 #: a node's `gpus` entry: `{type, count}`, or a device as `batchd node check` describes it
-#: (batchd.nvml's snapshot form)
+#: (batchd.node.nvml's snapshot form)
 GPU = ("type", "count", "index", "uuid", "mig", "slices", "memory_mb", "minor", "numa", "cpus", "links")
 MIG = ("profile", "uuid", "slices", "parent_slices", "memory_mb")
 LINKS = ("nvlink", "nvlink_p2p", "pcie")

@@ -22,18 +22,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from batchd import memtrim, nodehealth
-from batchd.agent import Agent
+from batchd import memtrim
 from batchd.config import Config
-from batchd.controller import Controller
+from batchd.control import nodehealth
+from batchd.control.controller import Controller
 from batchd.errors import BatchdError, ConfigError
-from batchd.httpserver import ApiServer, Limits
 from batchd.layout import prepare_state_dir
-from batchd.leader import Leadership, Notifier
 from batchd.model import Node
-from batchd.service import Service
+from batchd.node.agent import Agent
+from batchd.server.httpserver import ApiServer, Limits
+from batchd.server.service import Service
 from batchd.store import Store
 from batchd.store.dberrors import DB_ERRORS
+from batchd.store.leader import Leadership, Notifier
 from batchd.store.migrate import check_at_head, upgrade
 
 log = logging.getLogger(__name__)
@@ -96,7 +97,7 @@ def node_inventory(cfg: Config, name: str) -> list[dict[str, Any]]:
     NVML finds (zero GPUs, with a log line, where there is no driver)."""
     n = cfg.node(name)
     if isinstance(n.gpus, str):  # "nvml", the only text the config takes
-        from batchd.nvml import discover
+        from batchd.node.nvml import discover
 
         return discover(cfg.gpu_aliases).to_snapshot_gpus()
     return list(n.gpus)
@@ -176,8 +177,8 @@ class Daemon:
     def _apply_accounts_file(self, path: str) -> None:
         import tomllib
 
-        from batchd.accounts import apply_doc
-        from batchd.service import Caller
+        from batchd.server.accounts import apply_doc
+        from batchd.server.service import Caller
 
         with open(path, "rb") as f:
             doc = tomllib.load(f)

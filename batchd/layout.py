@@ -1,7 +1,7 @@
 """The production file layout a root daemon needs so that jobs of other users can run.
 
 A job runs as its user and execs `<spool>/job.N.R/slurm_script` (owned by that user,
-0700, in a root-owned 0711 run directory, see `batchd.spool`). For that the user must be
+0700, in a root-owned 0711 run directory, see `batchd.node.spool`). For that the user must be
 able to *search* every directory from `/` down to the spool, while listing the spool and
 reading other users' scripts stays impossible. The layout shipped in
 `systemd/batchd.tmpfiles` and the unit's `StateDirectoryMode`/`RuntimeDirectoryMode`:

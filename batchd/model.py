@@ -107,7 +107,7 @@ class Account:
     priority: int = 100
     shares: int = 1
     resources: dict[str, dict[str, float]] = field(default_factory=dict)
-    policy: dict[str, Any] | None = None  # association limits (batchd.assocpolicy)
+    policy: dict[str, Any] | None = None  # association limits (batchd.slurm.assocpolicy)
 
 
 @dataclass

@@ -1,8 +1,8 @@
-"""The wire protocol shared by the daemon (`batchd/api.py`) and the commands (`cli/`):
+"""The wire protocol shared by the daemon (`batchd/server/api.py`) and the commands (`cli/`):
 the table of endpoints (`ENDPOINTS`), and the messages in prose.
 
 This module is imported by the Slurm-named commands, so it must stay cheap: it imports
-nothing (the message shapes as types are `batchd/messages.py`, daemon side). Every
+nothing (the message shapes as types are `batchd/server/messages.py`, daemon side). Every
 message is a JSON object; the keys below are the contract. Times are unix seconds (float), durations are seconds (int) with
 `None` meaning "not set" and `-1` meaning UNLIMITED, memory is MiB.
 
@@ -20,7 +20,7 @@ rejections, as Slurm does); `exit` is the exit code Slurm uses for that case. An
 command prints it as a further `<prog>: error: <detail>` line after Slurm's.
 
 Checked at the door: every request is checked against its route's schema
-(`batchd/wire_requests.py`, daemon side only; the rules engine is `batchd/wire.py`)
+(`batchd/server/wire_requests.py`, daemon side only; the rules engine is `batchd/server/wire.py`)
 before the service sees it. A violation is a 400 `InvalidRequest` whose message names the
 field path and the rule, `spec.cpus_per_task: must be an integer >= 1 (got -8)`; a field
 over its size cap starts with Slurm's `Pathname of a file, directory or other parameter too
@@ -35,9 +35,9 @@ names; a body is a JSON object (NaN and Infinity are not JSON). Unknown keys are
 except in JOB_SPEC and the submit body, where keys this daemon does not know may carry a
 scalar (null, bool, number, string <= 1024 bytes; at most 32), so that a newer command
 works with an older daemon; query keys a route does not name are ignored. The replies'
-schemas (`batchd/wire_replies.py`) are checked by the tests against a running daemon.
+schemas (`batchd/server/wire_replies.py`) are checked by the tests against a running daemon.
 
-The transport (`batchd/httpserver.py`, limits in the config's `[limits]`) answers before any
+The transport (`batchd/server/httpserver.py`, limits in the config's `[limits]`) answers before any
 route: 408 `RequestTimeout` when a connection has not sent its whole request within
 `request_timeout_s`, 400 for a malformed head, 411 for a chunked body, 413 when
 Content-Length exceeds `max_request_bytes`, 431 for a head over 64 KiB, and 503
@@ -51,9 +51,9 @@ took a key), `DatabaseUnavailable` (unreachable); in each case nothing was chang
 Endpoints
 ---------
 `ENDPOINTS` below is the table of every endpoint: method, path, the handler of
-`batchd/api.py`'s ROUTES, the shapes of its query, body and reply (TypedDicts of
-`batchd/messages.py`, which the request rules of `batchd/wire_requests.py` and the reply
-rules of `batchd/wire_replies.py` are built from), and who may call it: ANYONE (any local
+`batchd/server/api.py`'s ROUTES, the shapes of its query, body and reply (TypedDicts of
+`batchd/server/messages.py`, which the request rules of `batchd/server/wire_requests.py` and the reply
+rules of `batchd/server/wire_replies.py` are built from), and who may call it: ANYONE (any local
 user), OWNER (a job's owner, or an administrator; for anyone else the job is refused:
 `Access/permission denied`, scontrol update's `Invalid user id`), ADMIN (root, the admin
 group; anyone else gets 403 AccessDenied). tests/wire/test_protocol.py holds the table to
@@ -117,7 +117,7 @@ POST /v1/nodes/state          ADMIN. {"node", "action": "drain" | "resume" | "do
 GET  /v1/accounts[?slurm=1]   -> the accounts file of the tree {"account": [...], "user": [...]}; slurm=1
                               adds "cluster", "qos", "qos_info", "admins", "gpu_types" (sacctmgr)
 POST /v1/accounts/apply       ADMIN. {"doc": ACCOUNTS_FILE, "dry_run": bool} -> {"changes": [str],
-                              "applied": bool} (`batchd apply`; batchd/accounts.py)
+                              "applied": bool} (`batchd apply`; batchd/server/accounts.py)
 POST /v1/accounts/modify      ADMIN. {"op": "account.add" | ... | "user.remove", "name", ...} -> as apply
                               (`batchd account ...`, `batchd user ...`, sacctmgr)
 GET  /v1/report?ReportQuery   -> the report of docs/report.md (batchd/accounting/routes.py); a
@@ -129,7 +129,7 @@ POST /v1/prices               ADMIN. {"prices": [{tres, per_hour, currency, vali
 GET  /v1/eff?job=ID           -> {"job": {...}, "runs": [...], "efficiency": {...} | None, "summary", ...}
 POST /v1/rollup               ADMIN. {} -> {"rolled": int}: roll usage up now instead of at the timer
 
-JOB_SPEC (what sbatch/bsub send; built by cli/slurmopts.py, checked by batchd/jobspec.py)
+JOB_SPEC (what sbatch/bsub send; built by cli/slurmopts.py, checked by batchd/server/jobspec.py)
 ---------------------------------------------------------------------------------------
 name: str                 job name (-J); default: script file name, "wrap" for --wrap, "sbatch" for stdin
 script: str               the script text (for --wrap: "#!/bin/sh\\n# This script was created by sbatch --wrap.\\n\\nCMD\\n")
@@ -171,8 +171,8 @@ submit_host: str          short host name of the submitting machine (SLURM_SUBMI
 wrap: bool; parsable: bool; clusters: str | None (-M, only echoed by --parsable)
 nodelist, exclude: str | None   -w / -x, raw
 gres items are {"name": "gpu"|"shard"|..., "type": str | None, "count": int}; gpus* accept one
-  type only. Resolved by batchd/jobspec.py (`resolve`), job environment by batchd/jobenv.py,
-  --array by batchd/arrayspec.py, --dependency by batchd/dependency.py.
+  type only. Resolved by batchd/server/jobspec.py (`resolve`), job environment by batchd/node/jobenv.py,
+  --array by batchd/slurm/arrayspec.py, --dependency by batchd/slurm/dependency.py.
 Submit rejections use these error codes (sbatch prints an extra Slurm line for the first two):
   InvalidPartition, MemoryNotSatisfiable, NodeConfigUnavailable, InvalidAccount, InvalidQOS,
   InvalidGres, InvalidTimeLimit, InvalidNodeCount, InvalidArray, DependencyProblem.
@@ -251,32 +251,32 @@ ANYONE = "anyone"
 OWNER = "owner"   # the job's owner, or an administrator
 ADMIN = "admin"   # root, or a member of the configured admin group
 
-#: Every endpoint: (method, path, handler in batchd/api.py's ROUTES, query shape, body
-#: shape, reply shape, who may call it). Shapes are names of batchd/messages.py (None: the
+#: Every endpoint: (method, path, handler in batchd/server/api.py's ROUTES, query shape, body
+#: shape, reply shape, who may call it). Shapes are names of batchd/server/messages.py (None: the
 #: route reads no query / takes no body; a tuple: one of these replies). Plain strings:
 #: this module is imported by the commands and imports nothing.
 ENDPOINTS: tuple[tuple[str, str, str, str | None, str | None, str | tuple[str, ...], str], ...] = (
-    ("GET", "/v1/ping", "batchd.api.ping", None, None, "Ping", ANYONE),
-    ("POST", "/v1/jobs", "batchd.api.submit", None, "SubmitRequest", "SubmitReply", ANYONE),
-    ("GET", "/v1/jobs", "batchd.api.list_jobs", "JobsQuery", None, "JobsReply", ANYONE),
-    ("POST", "/v1/jobs/signal", "batchd.api.signal", None, "SignalRequest", "DoneReply", OWNER),
-    ("POST", "/v1/jobs/hold", "batchd.api.hold", None, "HoldRequest", "DoneReply", OWNER),
-    ("POST", "/v1/jobs/release", "batchd.api.release", None, "ReleaseRequest", "DoneReply", OWNER),
-    ("POST", "/v1/jobs/requeue", "batchd.api.requeue", None, "RequeueRequest", "DoneReply", OWNER),
-    ("POST", "/v1/jobs/update", "batchd.api.update", None, "UpdateRequest", "DoneReply", OWNER),
-    ("GET", "/v1/accounting", "batchd.api.accounting", "AccountingQuery", None, "AccountingReply", ANYONE),
-    ("GET", "/v1/nodes", "batchd.api.nodes", None, None, "NodesReply", ANYONE),
-    ("GET", "/v1/snapshot", "batchd.api.snapshot", "SnapshotQuery", None, "SnapshotReply", ANYONE),
-    ("POST", "/v1/steps", "batchd.api.create_step", None, "StepRequest", "StepReply", OWNER),
-    ("GET", "/v1/steps", "batchd.api.step_status", "StepsQuery", None, ("StepTasksReply", "ActiveStepsReply"),
+    ("GET", "/v1/ping", "batchd.server.api.ping", None, None, "Ping", ANYONE),
+    ("POST", "/v1/jobs", "batchd.server.api.submit", None, "SubmitRequest", "SubmitReply", ANYONE),
+    ("GET", "/v1/jobs", "batchd.server.api.list_jobs", "JobsQuery", None, "JobsReply", ANYONE),
+    ("POST", "/v1/jobs/signal", "batchd.server.api.signal", None, "SignalRequest", "DoneReply", OWNER),
+    ("POST", "/v1/jobs/hold", "batchd.server.api.hold", None, "HoldRequest", "DoneReply", OWNER),
+    ("POST", "/v1/jobs/release", "batchd.server.api.release", None, "ReleaseRequest", "DoneReply", OWNER),
+    ("POST", "/v1/jobs/requeue", "batchd.server.api.requeue", None, "RequeueRequest", "DoneReply", OWNER),
+    ("POST", "/v1/jobs/update", "batchd.server.api.update", None, "UpdateRequest", "DoneReply", OWNER),
+    ("GET", "/v1/accounting", "batchd.server.api.accounting", "AccountingQuery", None, "AccountingReply", ANYONE),
+    ("GET", "/v1/nodes", "batchd.server.api.nodes", None, None, "NodesReply", ANYONE),
+    ("GET", "/v1/snapshot", "batchd.server.api.snapshot", "SnapshotQuery", None, "SnapshotReply", ANYONE),
+    ("POST", "/v1/steps", "batchd.server.api.create_step", None, "StepRequest", "StepReply", OWNER),
+    ("GET", "/v1/steps", "batchd.server.api.step_status", "StepsQuery", None, ("StepTasksReply", "ActiveStepsReply"),
      ANYONE),
-    ("POST", "/v1/steps/cancel", "batchd.api.cancel_step", None, "StepCancelRequest", "StepCancelReply", OWNER),
-    ("GET", "/v1/why", "batchd.api.why", "WhyQuery", None, "WhyReply", ANYONE),
-    ("GET", "/v1/controller", "batchd.api.controller", None, None, "ControllerReply", ANYONE),
-    ("POST", "/v1/nodes/state", "batchd.api.set_node_state", None, "NodeStateRequest", "NodeStateReply", ADMIN),
-    ("GET", "/v1/accounts", "batchd.api.list_accounts", "AccountsQuery", None, "AccountsReply", ANYONE),
-    ("POST", "/v1/accounts/apply", "batchd.api.apply_accounts", None, "ApplyRequest", "ApplyReply", ADMIN),
-    ("POST", "/v1/accounts/modify", "batchd.api.modify_accounts", None, "ModifyRequest", "ApplyReply", ADMIN),
+    ("POST", "/v1/steps/cancel", "batchd.server.api.cancel_step", None, "StepCancelRequest", "StepCancelReply", OWNER),
+    ("GET", "/v1/why", "batchd.server.api.why", "WhyQuery", None, "WhyReply", ANYONE),
+    ("GET", "/v1/controller", "batchd.server.api.controller", None, None, "ControllerReply", ANYONE),
+    ("POST", "/v1/nodes/state", "batchd.server.api.set_node_state", None, "NodeStateRequest", "NodeStateReply", ADMIN),
+    ("GET", "/v1/accounts", "batchd.server.api.list_accounts", "AccountsQuery", None, "AccountsReply", ANYONE),
+    ("POST", "/v1/accounts/apply", "batchd.server.api.apply_accounts", None, "ApplyRequest", "ApplyReply", ADMIN),
+    ("POST", "/v1/accounts/modify", "batchd.server.api.modify_accounts", None, "ModifyRequest", "ApplyReply", ADMIN),
     ("GET", "/v1/report", "batchd.accounting.routes.report", "ReportQuery", None, "ReportReply", ANYONE),
     ("GET", "/v1/prices", "batchd.accounting.routes.prices", None, None, "PricesReply", ANYONE),
     ("POST", "/v1/prices", "batchd.accounting.routes.set_prices", None, "PricesRequest", "AddedReply", ADMIN),

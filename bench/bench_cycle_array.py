@@ -10,7 +10,7 @@ cycle (it stores the reasons), then prints the median and minimum CPU seconds
 (`time.process_time`, this process only: the SQLite store runs in-process) of
 `Controller.snapshot` alone and of `Controller.cycle`, over --repeat runs each.
 Each task's stored request holds the array's whole `array_task_ids` list, as
-`batchd.submission` stores it; --no-task-ids leaves the list out, to show what decoding
+`batchd.server.submission` stores it; --no-task-ids leaves the list out, to show what decoding
 it (tasks x tasks integers per cycle, in `Store.list_jobs`) costs.
 Numbers only: nothing is asserted here (tests/unit/test_cycle_book.py checks that the
 work per pending task does not grow with the array).
@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from batchd.config import parse_config  # noqa: E402
-from batchd.controller import Controller  # noqa: E402
+from batchd.control.controller import Controller  # noqa: E402
 from batchd.model import Job, Node  # noqa: E402
 from batchd.store import Store  # noqa: E402
 from batchd.store.migrate import upgrade  # noqa: E402

@@ -19,9 +19,9 @@ import time
 import tomllib
 from pathlib import Path
 
+from batchd.cli.sshare_table import default_fields, render, resolve_fields, tres_run_mins
 from batchd.priority import job_priorities, merge_policy, share_rows
 from batchd.priority.accrual import advance_snapshot_usage
-from batchd.priority.sshare_table import default_fields, render, resolve_fields, tres_run_mins
 
 ROOT = Path(__file__).resolve().parent.parent
 CYCLE_S = 300

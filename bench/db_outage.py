@@ -121,7 +121,7 @@ def main():
             p.send_signal(signal.SIGTERM)
             p.wait()
         pg_stop()
-        subprocess.run(["pkill", "-f", f"batchd.supervisor {root}"], check=False)
+        subprocess.run(["pkill", "-f", f"batchd.node.supervisor {root}"], check=False)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ What it does (nothing here is timed; it prints the bill):
    and every whole card offers 4 shards (`shard_per_gpu = 4`); applies
    examples/accounts-16gpu.toml (the teams and prices) through `batchd apply`;
 2. writes a week of finished runs into the daemon's store, each recorded as the controller
-   records a start (the charge of its allocation by batchd.gres, billed with the config's
+   records a start (the charge of its allocation by batchd.slurm.gres, billed with the config's
    TRESBillingWeights): serving keeps gpu04 and two cards of gpu03 busy; training runs on
    gpu02, the other two cards of gpu03 and, borrowing, gpu01's card 3 at night; notebooks use
    the eight MIG instances and the shards of gpu01's card 2. Per device, runs of random length
@@ -74,8 +74,8 @@ def devices() -> list[tuple[str, str, dict, float]]:
 def week_records(start: float, end: float, seed: int, cfg_text: str) -> list[dict]:
     import tomllib
 
-    from batchd.gres import charge_of_allocation, node_inventories
-    from batchd.tres import billing, parse_billing_weights
+    from batchd.slurm.gres import charge_of_allocation, node_inventories
+    from batchd.slurm.tres import billing, parse_billing_weights
 
     cfg = tomllib.loads(cfg_text)
     inv = node_inventories([{"name": n["name"], "gpus": n["gpus"]} for n in cfg["node"]], cfg["shard_per_gpu"])

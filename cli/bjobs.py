@@ -21,7 +21,7 @@ import time
 
 from batchd.cli import fmt
 from batchd.cli.lsf import LsfError
-from batchd.digits import isdigits
+from batchd.slurm.digits import isdigits
 
 
 # ------------------------------------------------------- LSF's view of a job (also bkill's)

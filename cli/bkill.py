@@ -18,7 +18,7 @@ import sys
 
 from batchd.cli import bjobs, fmt
 from batchd.cli.lsf import LsfError
-from batchd.digits import isdigits
+from batchd.slurm.digits import isdigits
 
 PROG = "bkill"
 OPTIONS = {

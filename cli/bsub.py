@@ -25,7 +25,7 @@ import sys
 
 from batchd.cli import lsf
 from batchd.cli.lsf import LsfError
-from batchd.digits import isdigits
+from batchd.slurm.digits import isdigits
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: startup budget

@@ -31,7 +31,7 @@ _opts = [
     click.option("--weight", multiple=True, metavar="TRES=W", help="Over-quota weight."),
     click.option("--lending-limit", multiple=True, metavar="TRES=N", help="At most this much idle quota is lent."),
     click.option("--policy", multiple=True, metavar="KEY=VALUE",
-                 help="An association limit or preemption key (docs: batchd/assocpolicy.py, "
+                 help="An association limit or preemption key (docs: batchd/slurm/assocpolicy.py, "
                       "docs/preemption.md), VALUE in JSON or a bare word: "
                       "max_jobs=4, 'qos=[\"normal\",\"high\"]', default_qos=high, "
                       "'grp_tres_mins={\"gres/gpu\":120000}', budget_period=month, "

@@ -18,7 +18,7 @@ PCIE_NAMES = {0: "BRD", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 
 def _ranges(ids: list[int]) -> str:
     """[0, 1, 2, 5] -> "0-2,5"; none -> "-"."""
-    from batchd.hostlist import ranges
+    from batchd.slurm.hostlist import ranges
 
     return ranges(ids) or "-"
 
@@ -29,7 +29,7 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 
 def _live(aliases: dict[str, str] | None) -> dict[str, Any]:
-    from batchd import nvml
+    from batchd.node import nvml
     inv = nvml.discover(aliases)
     d = inv.to_dict()
     d["snapshot_gpus"] = inv.to_snapshot_gpus()
@@ -165,7 +165,7 @@ def inventory(as_json: bool, config_path: str | None) -> None:
 def check(as_json: bool, probe: bool, config_path: str | None) -> None:
     """Which job isolation this node offers (systemd transient units or the plain
     supervisor) and why. Changes nothing unless --probe is given."""
-    from batchd import isolation
+    from batchd.node import isolation
     r = isolation.detect(probe=probe)
     active: dict[str, Any] = {}
     if config_path is not None:

@@ -12,7 +12,7 @@ import sys
 import click
 
 from batchd.cli import client
-from batchd.digits import isdigits
+from batchd.slurm.digits import isdigits
 
 
 def parse_day_or_time(text: str, what: str) -> int:

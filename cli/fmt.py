@@ -21,9 +21,9 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 
-from batchd import hostlist
-from batchd.digits import isdigits
-from batchd.memunits import format_mem
+from batchd.slurm import hostlist
+from batchd.slurm.digits import isdigits
+from batchd.slurm.memunits import format_mem
 
 UNLIMITED = -1
 
@@ -176,7 +176,7 @@ def fmt_mem(mb: int | str | None) -> str:
         return mb
     if int(mb) == 0:
         return "0"
-    return format_mem(int(mb))  # the one conversion, batchd.tres's (TRES strings use it too)
+    return format_mem(int(mb))  # the one conversion, batchd.slurm.tres's (TRES strings use it too)
 
 
 INT32_MAX = 2**31 - 1

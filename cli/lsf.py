@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 
-from batchd.digits import isdigits
+from batchd.slurm.digits import isdigits
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: bsub's startup budget

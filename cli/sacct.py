@@ -26,7 +26,7 @@ from batchd.cli.sacct_fields import (  # noqa: F401  (fmt_size, fmt_cpu_time: sa
     fmt_cpu_time,
     fmt_size,
 )
-from batchd.digits import isdigits
+from batchd.slurm.digits import isdigits
 
 PROG = "sacct"
 DEFAULT_FIELDS = "jobid,jobname,partition,account,alloccpus,state,exitcode"

@@ -7,9 +7,9 @@ without `+`; a separator line of dashes follows the header; `-p` joins with `|` 
 each line with `|`, `-P` joins without it; parsable headers are never cut.
 """
 
-from batchd.assocpolicy import effective
 from batchd.cli.fmt import fmt_mem, truncate_plus
-from batchd.cli.slurmtime import format_duration
+from batchd.slurm.assocpolicy import effective
+from batchd.slurm.slurmtime import format_duration
 
 ENTITIES = {"account": "account", "accounts": "account", "user": "user", "users": "user",
             "assoc": "assoc", "association": "assoc", "associations": "assoc", "qos": "qos", "tres": "tres"}

@@ -9,9 +9,9 @@ value errors that Slurm detects while parsing options exit 255 (`sbatch: error: 
 --time specification`), `parse_int` failures and refused combinations exit 1, as Slurm.
 """
 
-from batchd.cli import slurmtime
 from batchd.cli.options import Opt, OptionError
-from batchd.digits import isdigits
+from batchd.slurm import slurmtime
+from batchd.slurm.digits import isdigits
 
 PROG = "sbatch"
 

@@ -19,7 +19,7 @@ import sys
 
 from batchd.cli import fmt
 from batchd.cli.options import Opt, OptionError, parse
-from batchd.digits import isdigits
+from batchd.slurm.digits import isdigits
 
 PROG = "scancel"
 JOB_ID_RE = re.compile(r"^\d+(?:_(?:\d+|\[[\d,\-:%]+\]))?(?:\.(?:\d+|batch|extern))?$")

@@ -11,9 +11,10 @@ batchd/protocol.py). Errors print `<message> for job <id>` and exit 1.
 import sys
 import time
 
-from batchd.cli import fmt, slurmtime
+from batchd.cli import fmt
 from batchd.cli.options import Opt, OptionError, parse
-from batchd.digits import isdigits
+from batchd.slurm import slurmtime
+from batchd.slurm.digits import isdigits
 
 PROG = "scontrol"
 

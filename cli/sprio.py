@@ -13,7 +13,7 @@ Startup must stay fast: no click, no sqlalchemy, no http.client here.
 import sys
 
 from batchd.cli.options import Opt, OptionError, die, parse
-from batchd.digits import isdigits
+from batchd.slurm.digits import isdigits
 
 PROG = "sprio"
 
@@ -118,9 +118,9 @@ def main(argv=None):
         if not isdigits(j.split("_")[0]) or int(j.split("_")[0]) <= 0:
             _error(f"Invalid job id: {j}")
 
+    from batchd.cli import sprio_table as table
     from batchd.cli.sshare import load_snapshot
     from batchd.priority import merge_policy, priority_rows
-    from batchd.priority import sprio_table as table
 
     snapshot = load_snapshot(opts.get("snapshot"), PROG)
     users = _names(opts.get("users"))

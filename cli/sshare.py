@@ -127,8 +127,8 @@ def main(argv=None):
     if opts.get("version"):
         sys.stdout.write(f"batchd {_version()}\n")
         return 0
+    from batchd.cli import sshare_table as table
     from batchd.priority import merge_policy, share_rows
-    from batchd.priority import sshare_table as table
 
     if opts.get("helpformat"):
         names = [f[0] for f in table.FIELDS]

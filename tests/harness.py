@@ -101,7 +101,7 @@ def socket_exists(sock: Path) -> Callable[[], bool]:
 
 
 def supervisors_under(root: Path | str) -> list[int]:
-    """Pids of the live supervisors (`python -m batchd.supervisor ... JOBDIR`) whose run
+    """Pids of the live supervisors (`python -m batchd.node.supervisor ... JOBDIR`) whose run
     directory lies under `root`, and of no other: the suite runs in several workers at once
     (docs/testing.md), and another worker's daemons run supervisors at the same time."""
     import psutil
@@ -111,7 +111,7 @@ def supervisors_under(root: Path | str) -> list[int]:
     for proc in psutil.process_iter(["pid", "cmdline", "status"]):
         try:
             cmd = proc.info["cmdline"] or []
-            if "batchd.supervisor" not in cmd or proc.info["status"] == psutil.STATUS_ZOMBIE:
+            if "batchd.node.supervisor" not in cmd or proc.info["status"] == psutil.STATUS_ZOMBIE:
                 continue
         except psutil.Error:
             continue
@@ -127,7 +127,7 @@ def end_supervisors(root: Path | str) -> None:
     Only what is under `root` is touched (`supervisors_under`), never another test's."""
     import json
 
-    from batchd.spool import start_ticks
+    from batchd.node.spool import start_ticks
 
     for started in Path(root).glob("**/spool/job.*/started.json"):
         try:

@@ -16,8 +16,8 @@ from tests.hostlock import host_lock
 
 
 def _fake_supervisor(jobdir: Path) -> subprocess.Popen:
-    """A process whose command line reads as a supervisor's (`... batchd.supervisor JOBDIR`)."""
-    return subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()", "batchd.supervisor",
+    """A process whose command line reads as a supervisor's (`... batchd.node.supervisor JOBDIR`)."""
+    return subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()", "batchd.node.supervisor",
                              str(jobdir)], stdin=subprocess.PIPE)
 
 

@@ -2,7 +2,7 @@
 library only; the rollup and the per-job check of the report both use these rules, so
 that the sum over accounts and the sum over jobs follow the same arithmetic.
 
-Rules (the GPU model is batchd.gres's; a usage record's TRES are its charge's record form):
+Rules (the GPU model is batchd.slurm.gres's; a usage record's TRES are its charge's record form):
 
 - Times are whole seconds: a run covers [floor(start), floor(end)) (as Slurm counts).
 - `charge_counts(tres, billing)` turns a usage record's TRES (job totals) into the
@@ -34,8 +34,8 @@ from fractions import Fraction
 from typing import Any
 
 from batchd.accounting.prices import PriceBook
-from batchd.gres import SHARD, SHARE_SEP, is_profile, profile_slices, share_key, split_share_key
 from batchd.model import HOUR_S
+from batchd.slurm.gres import SHARD, SHARE_SEP, is_profile, profile_slices, share_key, split_share_key
 
 UNTYPED_GPU = "gres/gpu:gpu"
 NOT_CHARGED = frozenset({"gres/gpu", "gpu_busy", "gpu_measured"})
@@ -102,7 +102,7 @@ def unit_price(book: PriceBook, tres: str, t: float) -> Fraction | None:
     if tres in NOT_CHARGED:
         return None
     factor = Fraction(1)
-    if SHARE_SEP in tres:  # a share of CARD cards held as KEY (batchd.gres)
+    if SHARE_SEP in tres:  # a share of CARD cards held as KEY (batchd.slurm.gres)
         card, key = split_share_key(tres)
         if book.at(key, t) is not None:
             return None  # KEY's own price charges its count

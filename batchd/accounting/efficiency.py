@@ -2,8 +2,8 @@
 
 `sample_job(pids, readings=...)` reads a job's process tree with psutil (CPU % since the
 previous sample of the same processes, resident memory) and, given the job's GPU devices
-and an NVML sampler (`batchd.gpusample.GpuSampler`), their utilisation and memory. The
-previous readings belong to the caller, one `CpuReadings` per run (`batchd.runsampler`
+and an NVML sampler (`batchd.node.gpusample.GpuSampler`), their utilisation and memory. The
+previous readings belong to the caller, one `CpuReadings` per run (`batchd.node.runsampler`
 keeps them and drops a run's when it ends); a sample leaves in them only the processes it
 saw, so the readings of ended processes are forgotten and the dict never outgrows the
 job's live process tree.

@@ -8,7 +8,7 @@ import datetime as _dt
 import io
 from typing import Any
 
-from batchd.gres import is_profile
+from batchd.slurm.gres import is_profile
 
 LABELS = {"account": "Account", "user": "User", "gpu_type": "GPU type", "node": "Node"}
 # the percentages: the table and HTML print "83.3%" under these headers, the CSV the

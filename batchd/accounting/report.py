@@ -31,11 +31,11 @@ from batchd.accounting.charge import CENT, charge_counts, run_seconds, to_money,
 from batchd.accounting.prices import PriceBook
 from batchd.accounting.rollup import Key, add_run
 from batchd.accounting.zones import zone_of
-from batchd.gres import SHARE_SEP, NodeGpus, node_inventories
 from batchd.model import HOUR_S
+from batchd.slurm.gres import SHARE_SEP, NodeGpus, node_inventories
+from batchd.slurm.tres import parse_tres
 from batchd.store import Store
 from batchd.store import accounting as sql
-from batchd.tres import parse_tres
 
 GROUPS = ("account", "user", "gpu_type", "node")
 _KEY_INDEX = {"account": 1, "user": 2, "node": 3, "gpu_type": 4}
@@ -43,7 +43,7 @@ _KEY_INDEX = {"account": 1, "user": 2, "node": 3, "gpu_type": 4}
 
 def capacity_of(store: Store, shard_per_gpu: int = 0) -> dict[str, float]:
     """Cluster capacity from the nodes table, in the charge keys of the GPU model
-    (batchd.gres `NodeGpus.capacity`): `cpu`, `gres/gpu` (cards), `gres/gpu:TYPE` (whole
+    (batchd.slurm.gres `NodeGpus.capacity`): `cpu`, `gres/gpu` (cards), `gres/gpu:TYPE` (whole
     cards; their shards are part of them), `gres/gpu:PROFILE` (MIG instances) and
     `gres/gpu:TYPE@PROFILE` (the card share of those instances)."""
     cap: dict[str, float] = defaultdict(float)
@@ -67,7 +67,7 @@ def _used_of(t: str, used: dict[str, float]) -> float:
 
 def node_capacity(gpus: list[Any]) -> dict[str, float]:
     """One node's GPU capacity from its device list, in the charge keys of `capacity_of`
-    (batchd.gres `NodeGpus.capacity`; shards only where the inventory says). The report
+    (batchd.slurm.gres `NodeGpus.capacity`; shards only where the inventory says). The report
     sums it over nodes while each existed: the one place it reads a node's capacity."""
     node = SimpleNamespace(name="", gpus=gpus)
     return node_inventories([node]).get("", NodeGpus()).capacity()

@@ -1,4 +1,4 @@
-"""HTTP handlers of chargeback, for `batchd/api.py` to merge into its ROUTES:
+"""HTTP handlers of chargeback, for `batchd/server/api.py` to merge into its ROUTES:
 
     GET  /v1/report?start=&end=&month=&tz=&by=account,user&accounts=&users=&spread_idle=1&daily=1&raw=1&zero_gpu_s=
                    &by_user=1
@@ -30,12 +30,12 @@ from batchd.accounting.prices import PriceError, make_price
 from batchd.accounting.report import GROUPS, build_report
 from batchd.accounting.rollup import run_rollup
 from batchd.accounting.zones import UnknownZone, month_bounds_in, parse_time_in, zone_of
-from batchd.caller import Caller
 from batchd.errors import InvalidRequest, NotFound, PermissionDenied
+from batchd.server.caller import Caller
 from batchd.store import accounting as sql
 
 if TYPE_CHECKING:
-    from batchd.service import Service
+    from batchd.server.service import Service
 
 ZERO_GPU_S_DEFAULT = 3600.0
 
@@ -133,9 +133,9 @@ def report(service: Service, caller: Caller, q: dict[str, str], body: Any) -> di
 
 
 def _budgets(service: Service, accounts: list[str] | None, now: float) -> list[dict[str, Any]]:
-    """The GPU-hour budgets (GrpTRESMins, batchd.budget) of the accounts shown: per account
+    """The GPU-hour budgets (GrpTRESMins, batchd.accounting.budget) of the accounts shown: per account
     and TRES its budget period, the limit and the use so far, in minutes as Slurm counts."""
-    from batchd.budget import budget_used, period_start
+    from batchd.accounting.budget import budget_used, period_start
 
     accts = service.store.list_accounts()
     used = budget_used(service.store, accts, now)

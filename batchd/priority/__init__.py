@@ -25,11 +25,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchd.digits import isdigits
 from batchd.priority.fairshare import ShareRow, compute_shares
 from batchd.priority.multifactor import JobFactors, job_factors
 from batchd.priority.policy import DEFAULT_POLICY, merge_policy
 from batchd.priority.tree import build_tree
+from batchd.slurm.digits import isdigits
 
 __all__ = [
     "DEFAULT_POLICY",

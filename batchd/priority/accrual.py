@@ -20,7 +20,7 @@ from __future__ import annotations
 from batchd.priority.multifactor import job_charge, job_tres
 from batchd.priority.policy import billing_weights, merge_policy
 from batchd.priority.usage import Charge, advance_usage
-from batchd.tres import billing, parse_billing_weights
+from batchd.slurm.tres import billing, parse_billing_weights
 
 __all__ = ["job_billing", "cycle_charges", "advance_snapshot_usage"]
 

@@ -40,8 +40,8 @@ the KAI queue priority and is not used here), ``assoc_priority`` (0),
 ``partition_tres`` (``{tres: total}``, default the whole cluster), ``tres``
 (``{tres: count}`` or a TRES string; default from the allocation of a running job or
 ``tasks x per_task`` of a pending one), ``admin_priority``, ``charge`` (a running job's
-charge, batchd.gres record form). A running job's GPU TRES are its charge, else its
-allocation's by the GPU model of batchd.gres (a MIG instance counts 1 toward its
+charge, batchd.slurm.gres record form). A running job's GPU TRES are its charge, else its
+allocation's by the GPU model of batchd.slurm.gres (a MIG instance counts 1 toward its
 profile's TRES and its card share toward ``gres/gpu``; shards their card share).
 """
 
@@ -52,9 +52,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from batchd.gres import SHARE_SEP, Charge, charge_of_allocation, node_inventories, parse_node_gpus
 from batchd.priority.policy import priority_flags, tres_weights
-from batchd.tres import normalize_tres_name, parse_tres, tres_sort_key
+from batchd.slurm.gres import SHARE_SEP, Charge, charge_of_allocation, node_inventories, parse_node_gpus
+from batchd.slurm.tres import normalize_tres_name, parse_tres, tres_sort_key
 
 __all__ = ["JobFactors", "job_factors", "job_tres", "job_charge", "cluster_tres"]
 
@@ -91,7 +91,7 @@ class JobFactors:
 
 
 def _gpu_totals(node: dict) -> dict[str, float]:
-    """The node's GPU TRES totals by the GPU model (batchd.gres): `gres/gpu` cards,
+    """The node's GPU TRES totals by the GPU model (batchd.slurm.gres): `gres/gpu` cards,
     `gres/gpu:TYPE` whole cards, `gres/gpu:PROFILE` MIG instances, `gres/shard`."""
     try:
         inv = parse_node_gpus(node.get("gpus"), int(node.get("shards") or 0))
@@ -119,7 +119,7 @@ def cluster_tres(snapshot: dict) -> tuple[dict[str, float], int, float]:
 
 
 def job_charge(job: dict, nodes: dict[str, dict] | None) -> Charge | None:
-    """What a running job is charged for (batchd.gres): its stored ``charge`` (record form),
+    """What a running job is charged for (batchd.slurm.gres): its stored ``charge`` (record form),
     else its ``allocation`` against ``nodes`` (name -> snapshot node); None for a pending
     job, or a running one with neither a charge nor the nodes to read its allocation with."""
     if str(job.get("state", "PENDING")).upper() != "RUNNING" or not job.get("allocation"):

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchd.tres import BillingWeights, parse_billing_weights
+from batchd.slurm.tres import BillingWeights, parse_billing_weights
 
 __all__ = ["DEFAULT_POLICY", "merge_policy", "priority_flags", "tres_weights", "billing_weights"]
 

@@ -1,10 +1,10 @@
 """Association limits in the cycle: Slurm's MaxJobs, MaxTRES (per job), each user's GrpTRES,
-GrpTRESMins (a budget) and GrpTRESRunMins, by the rules of batchd.assocpolicy.
+GrpTRESMins (a budget) and GrpTRESRunMins, by the rules of batchd.slurm.assocpolicy.
 
 Snapshot keys read (all optional): `accounts[].policy` and `users[].policy` (the policy
 tables of the accounts file), `accounts[].budget_used` (`{tres: minutes}` the account's own
 jobs used in its current budget period; the caller counts them from the accounting). Per
-(account, user) the effective limits are those of batchd.assocpolicy.effective; an account's
+(account, user) the effective limits are those of batchd.slurm.assocpolicy.effective; an account's
 `grp_*` limits hold for its whole subtree.
 
 Counted in the cycle, through `Session.start`/`evict` and their undo: running jobs and held
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from batchd.assocpolicy import effective, reason_for
+from batchd.slurm.assocpolicy import effective, reason_for
 
 from .job import EPS, GPU, TYPED
 

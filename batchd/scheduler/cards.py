@@ -32,7 +32,7 @@ CARDLESS = -1
 
 
 def shard_caps(spec: Any) -> dict[int, float]:
-    """Shards per card, as the node's inventory (batchd.gres) splits them: evenly over its
+    """Shards per card, as the node's inventory (batchd.slurm.gres) splits them: evenly over its
     whole GPUs in device order, the remainder to the first ones; {CARDLESS: shards} without
     whole GPUs; {} without shards."""
     inv = spec.inventory

@@ -35,7 +35,7 @@ PASSES = ("allocate", "backfill", "reclaim", "preempt")
 @dataclass
 class Decisions:
     """What one cycle decided. `start`: [{"job", "allocation", "after", "charge"}] in decision
-    order, `charge` being what the allocation is charged for (`batchd.gres.Charge.to_json`:
+    order, `charge` being what the allocation is charged for (`batchd.slurm.gres.Charge.to_json`:
     `{"tres": {...}, "parts": [[tres, count, card type, share], ...]}`);
     `preempt`: [{"job", "reason": "reclaim"|"preempt", "for", "policy"}] (`policy`: the rule of
     the preemptor's account that allowed it, e.g. `within_account=lower_priority`, victims.py); `pending`: [{"job", "reason"}]

@@ -7,14 +7,14 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from batchd.gres import NodeGpus
+from batchd.slurm.gres import NodeGpus
 
 
 @dataclass
 class Slot:
     """One allocatable GPU unit of a node: a whole GPU (`key` = its index, an int) or a MIG
     instance (`key` = `"<gpu index>:<mig uuid>"`). `share` is what it counts toward
-    `gres/gpu` (1.0 for a whole GPU, its card share for a MIG instance: batchd.gres);
+    `gres/gpu` (1.0 for a whole GPU, its card share for a MIG instance: batchd.slurm.gres);
     `card`/`card_type`: the index and type of the physical GPU it is (part of)."""
     key: int | str
     type: str

@@ -35,12 +35,12 @@ Extensions of the documented format, all optional:
   its whole (non-MIG) GPUs; a job's shards on a node come from one card.
 - Decisions: each node of a started job's allocation carries `cpu_ids` (ascending; absent on
   a node without CPUs) and, for shards, `shard_gpus: [index]`; each start carries `charge`,
-  what the allocation is charged for by the GPU model (batchd/gres.py, docs/gpu-model.md).
+  what the allocation is charged for by the GPU model (batchd/slurm/gres.py, docs/gpu-model.md).
 - `jobs[].charge` (on a running job, optional): its stored charge in record form (priority's
   TRES of the job; the scheduler itself counts the allocation).
 - `nodes[].gpus[]` devices may carry `"slices"`: the number of compute slices of a MIG-capable
   GPU (default 4 for RTX PRO / A30 class types, whose type name contains `rtx` or `a30`, else 7);
-  a MIG instance counts its profile's compute slices over them (`1c.3g.40gb`: 1), batchd/gres.py.
+  a MIG instance counts its profile's compute slices over them (`1c.3g.40gb`: 1), batchd/slurm/gres.py.
 - `accounts[].resources[r].lending_limit` (Kueue's lendingLimit).
 - `jobs[].array_job_id` with `jobs[].array_max_running` (int > 0): a task of a job array with
   Slurm's `%N` throttle; at most N tasks of the array run, counting those running and those
@@ -64,7 +64,7 @@ import copy
 import gc
 from typing import Any
 
-from batchd.gres import card_slices, instance_share, parse_node_gpus
+from batchd.slurm.gres import card_slices, instance_share, parse_node_gpus
 
 from .fields import (
     check_resource_key,
@@ -96,7 +96,7 @@ def node_usable(state: str) -> bool:
 
 
 def _parse_gpus(gpus: Any, path: str) -> list[Slot]:
-    """The node's allocatable slots, validated with their paths; shares by batchd.gres."""
+    """The node's allocatable slots, validated with their paths; shares by batchd.slurm.gres."""
     if gpus is None:
         return []
     if not isinstance(gpus, list):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from operator import attrgetter
 
-from batchd.gres import SHARD, Charge, shard_card
+from batchd.slurm.gres import SHARD, Charge, shard_card
 
 from .assoclimits import assoc_add, assoc_effective, assoc_over, assoc_setup
 from .cards import CARDLESS, place_stored_shards, sync_card
@@ -166,7 +166,7 @@ class Session:
             q.depth = len(path) - 1
 
     def _assoc_setup(self) -> None:
-        """Association limits (batchd.assocpolicy) from the snapshot's `accounts[].policy`,
+        """Association limits (batchd.slurm.assocpolicy) from the snapshot's `accounts[].policy`,
         `users[].policy` and `accounts[].budget_used` (see assoclimits.py)."""
         assoc_setup(self)
 
@@ -209,7 +209,7 @@ class Session:
                     R[TYPED + t] = R.get(TYPED + t, 0.0) + c * tasks
         R[GPU] = gpu * tasks
         if j.shard:
-            # a shard is its share of a card toward gres/gpu (batchd.gres), as once placed
+            # a shard is its share of a card toward gres/gpu (batchd.slurm.gres), as once placed
             R[GPU] += j.shard * tasks * self.shard_share
             if "gres/shard" in j.queue.limit:
                 R["gres/shard"] = j.shard * tasks
@@ -325,7 +325,7 @@ class Session:
         return c
 
     def gres_charge(self, takes: list[Take]) -> Charge:
-        """The charge of a start (batchd.gres): its TRES and one part per kind of device."""
+        """The charge of a start (batchd.slurm.gres): its TRES and one part per kind of device."""
         ch = Charge()
         t = ch.tres
         for tk in takes:

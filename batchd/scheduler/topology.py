@@ -1,7 +1,7 @@
 """Topology-aware choice of GPUs on one node (pure).
 
 Among the free whole GPUs of a type, a job that needs several gets the set best
-connected, in this order (NVML's view, as `batchd.nvml` records it per device under
+connected, in this order (NVML's view, as `batchd.node.nvml` records it per device under
 `links`): every pair joined by NVLink; then the closest common PCIe ancestor over all
 pairs (NVML levels: 0 same board, 10 one switch, 20 several switches, 30 host bridge,
 40 same NUMA node, 50 across sockets); then the fewest NUMA nodes; then the lowest

@@ -466,7 +466,7 @@ class Store:
                 seen = memo.get(d["id"])
                 if seen is not None and seen[0] == raw:
                     request = seen[1]
-                else:  # the tasks of one array share one decoded request (batchd.arrayfold)
+                else:  # the tasks of one array share one decoded request (batchd.control.arrayfold)
                     request = same_text.get(raw) or json.loads(raw)
                 same_text.setdefault(raw, request)
                 fresh[d["id"]] = (raw, request)

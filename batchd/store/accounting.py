@@ -282,7 +282,7 @@ def unrolled_in_period(store: Store, start: int, end: int) -> list[Run]:
 
 def running_jobs(store: Store) -> list[dict[str, Any]]:
     """RUNNING jobs with what the report needs: id, restarts, account, user, start_time,
-    tres_alloc, charge (batchd.gres record form; None for jobs started before charges were
+    tres_alloc, charge (batchd.slurm.gres record form; None for jobs started before charges were
     stored), billing, node_list."""
     q = (select(JobRow.id, JobRow.restarts, JobRow.account, JobRow.user, JobRow.start_time,
                 JobRow.tres_alloc, JobRow.charge, JobRow.billing, JobRow.node_list)

@@ -58,7 +58,7 @@ class JobQuery:
     job is selected when either matches); `ended_since` keeps jobs not ended or ended at
     or after it (unix s); `owner_uid` only that user's jobs; `window` sacct's -S/-E
     (start, end), kept loosely: every job that may have a row in the window is selected
-    (`batchd.acctrows` cuts exactly); `pending_tasks` True only the pending tasks of job
+    (`batchd.server.acctrows` cuts exactly); `pending_tasks` True only the pending tasks of job
     arrays, False everything else; `on_nodes` only jobs with nodes allocated."""
     ids: frozenset[int] | None = None
     array_job_ids: frozenset[int] | None = None
@@ -170,7 +170,7 @@ def list_view_jobs(store: Store, q: JobQuery, spec_keys: Sequence[str], request_
 
 def _select_view(store: Store, q: JobQuery, spec_keys: Sequence[str], request_keys: Sequence[str]) -> Any:
     # the allocation as text, decoded by `_job` (the JSON type would decode every row's, most
-    # of them null, also where a kept view makes the job unnecessary: batchd.viewmemo)
+    # of them null, also where a kept view makes the job unnecessary: batchd.server.viewmemo)
     cols: list[Any] = [cast(JobRow.allocation, Text).label(c) if c == "allocation" else getattr(JobRow, c)
                        for c in _PLAIN]
     return (select(*cols, *_extract(store, JobRow.spec, spec_keys, (), "spec"),
@@ -211,7 +211,7 @@ ROW_STATE = _PLAIN.index("state")
 def list_view_rows(store: Store, q: JobQuery, spec_keys: Sequence[str], request_keys: Sequence[str]) -> list[Any]:
     """`list_view_jobs`' rows as the database gives them (tuples: the plain columns, then
     each document's extracted keys), for callers that keep views by row
-    (`batchd.viewmemo`); `job_of_row` makes the job of one."""
+    (`batchd.server.viewmemo`); `job_of_row` makes the job of one."""
     with store.read() as s:
         return list(s.connection().execute(_select_view(store, q, spec_keys, request_keys)).all())
 

@@ -46,7 +46,7 @@ class Meta(Base):
 class JobRow(Base):
     """One job (one array task). `spec` is the submitted JOB_SPEC but for its script,
     environment and argv (those are in `job_scripts`), `request` the resolved request of
-    batchd.jobspec.resolve, `allocation` the current run's placement ({node: {tasks,
+    batchd.server.jobspec.resolve, `allocation` the current run's placement ({node: {tasks,
     gpus, cpus, memory_mb}})."""
     __tablename__ = "jobs"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
@@ -81,7 +81,7 @@ class JobRow(Base):
     tres_alloc: Mapped[str] = mapped_column(String(500), nullable=False, default="")
     billing: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
     allocation: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    # the allocation's charge in batchd.gres's record form (TRES + card-share keys), set
+    # the allocation's charge in batchd.slurm.gres's record form (TRES + card-share keys), set
     # with the allocation when the job starts; None while pending and for older rows
     charge: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     spec: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
@@ -170,13 +170,13 @@ class AccountRow(Base):
     shares: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
     resources: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
     created: Mapped[float] = mapped_column(Float, nullable=False)
-    # Slurm's association limits of the account (batchd.assocpolicy); None = none
+    # Slurm's association limits of the account (batchd.slurm.assocpolicy); None = none
     policy: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class Association(Base):
     """A user's membership of an account; `shares` None = FairShare=parent; `policy` the
-    user's own association limits (batchd.assocpolicy), None = the account's."""
+    user's own association limits (batchd.slurm.assocpolicy), None = the account's."""
     __tablename__ = "associations"
     user: Mapped[str] = mapped_column(String(64), primary_key=True)
     account: Mapped[str] = mapped_column(String(64), primary_key=True)

@@ -1,5 +1,5 @@
 """jobs.charge: what a running job's allocation is charged for, in the record form of
-batchd.gres (the Slurm TRES plus a card-share key per MIG or shard part), as the
+batchd.slurm.gres (the Slurm TRES plus a card-share key per MIG or shard part), as the
 scheduler decided it at the start; the run's usage record copies it.
 
 Revision ID: 0008

@@ -1,6 +1,6 @@
 """accounts.policy and associations.policy: Slurm's association limits per account and per
 user (allowed and default QOS, allowed partitions, MaxJobs, MaxSubmitJobs, MaxTRES per job
-and per user, GrpTRESMins budgets, GrpTRESRunMins; batchd.assocpolicy). NULL = none.
+and per user, GrpTRESMins budgets, GrpTRESRunMins; batchd.slurm.assocpolicy). NULL = none.
 
 Revision ID: 0009
 Revises: 0008

@@ -181,7 +181,7 @@ def test_idle_capacity_counts_a_mig_gpu_as_its_slices(store):
                        raw=True)
     # the MIG GPU is no whole h200: its capacity is its seven slices (and one card)
     assert rep["capacity"] == {"cpu": 64.0, "gres/gpu": 2.0, "gres/gpu:h200": 1.0, "gres/gpu:1g.24gb": 7.0,
-                               "gres/gpu:h200@1g.24gb": 1.0}  # the instances' card share (batchd.gres)
+                               "gres/gpu:h200@1g.24gb": 1.0}  # the instances' card share (batchd.slurm.gres)
     # idle h200: 24 - 2 h at 2.00; idle slices: 7 x 24 - 3 h at 0.30
     assert rep["idle_cost"] == "93.50"
     assert rep["idle_gpu_hours"] == round(48 - 2 - 3 / 7, 6) and rep["capacity_gpu_hours"] == 48.0

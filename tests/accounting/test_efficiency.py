@@ -18,7 +18,7 @@ BUSY = ("import os, time\nend = time.time() + 20\nif os.fork() == 0:\n    while 
 
 
 class FakeGpuSampler:
-    """Stands in for batchd.gpusample.GpuSampler: fixed figures per device."""
+    """Stands in for batchd.node.gpusample.GpuSampler: fixed figures per device."""
 
     def __init__(self, util):
         self.util = util

@@ -1,5 +1,5 @@
 """The bill of MIG instances and shards (issue 14): each is charged its share of its card by
-the GPU model (batchd/gres.py), at its own price where its profile (or gres/shard) has one,
+the GPU model (batchd/slurm/gres.py), at its own price where its profile (or gres/shard) has one,
 else at its card's price times the share; idle capacity is what the cards offered minus those
 shares, so capacity = the sum over accounts + idle, to the cent. Crafted arithmetic, on both
 backends, with records in the form the controller writes (a charge's record)."""
@@ -14,8 +14,8 @@ from acct_helpers import insert_running, insert_usage, ts, usage
 from batchd.accounting.prices import make_price
 from batchd.accounting.report import build_report
 from batchd.accounting.rollup import run_rollup
-from batchd.gres import charge_of_allocation, parse_node_gpus
 from batchd.model import Node
+from batchd.slurm.gres import charge_of_allocation, parse_node_gpus
 from batchd.store import accounting as sql
 
 GPUS = [
@@ -89,7 +89,7 @@ def test_own_prices_of_a_profile_and_of_shards_win(cluster):
 
 
 def test_sacct_view_of_the_record_keeps_slurm_tres(cluster):
-    from batchd.tres import format_tres
+    from batchd.slurm.tres import format_tres
     assert format_tres(SHARD2, 1.0, alphabetical=True) == "billing=1,gres/gpu=0.5,gres/shard=2,node=1"
     assert format_tres(MIG_RTX, 1.0, alphabetical=True) == "billing=1,gres/gpu:1g.24gb=1,gres/gpu=0.25,node=1"
 

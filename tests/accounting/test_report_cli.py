@@ -16,14 +16,14 @@ from sqlalchemy import update
 from batchd.accounting import routes
 from batchd.accounting.efficiency import record_sample
 from batchd.accounting.rollup import run_rollup
-from batchd.api import ROUTES as CORE_ROUTES
 from batchd.cli import client
 from batchd.cli import sreport as sreport_cli
 from batchd.cli.cmd_eff import command as eff_cmd
 from batchd.cli.cmd_price import command as price_cmd
 from batchd.cli.cmd_report import command as report_cmd
 from batchd.config import Config
-from batchd.service import Caller, Service
+from batchd.server.api import ROUTES as CORE_ROUTES
+from batchd.server.service import Caller, Service
 from batchd.store.tables import JobRow
 
 H200 = {"cpu": 8, "mem": 65536, "node": 1, "gres/gpu": 2, "gres/gpu:h200": 2}

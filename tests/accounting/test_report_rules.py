@@ -17,7 +17,7 @@ from batchd.accounting.routes import report as report_route
 from batchd.config import parse_config
 from batchd.errors import ConfigError, InvalidRequest, PermissionDenied
 from batchd.model import Node
-from batchd.service import Service
+from batchd.server.service import Service
 from batchd.store import NOT_RESPONDING
 from batchd.store import accounting as sql
 

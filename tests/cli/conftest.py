@@ -3,7 +3,7 @@ cluster of the Slurm recordings (views/00_scene_setup.txt, 01_busy_cluster.txt) 
 as JOB_VIEW / NODE_VIEW / PARTITION_VIEW / ACCT_ROW dicts. Times are UTC.
 
 A fake JOB_VIEW carries only keys the daemon sends (`JOB_VIEW_KEYS`, taken from
-`batchd.views.job_view` itself): a key the daemon never sends would test output no user sees."""
+`batchd.server.views.job_view` itself): a key the daemon never sends would test output no user sees."""
 
 import calendar
 import os
@@ -15,7 +15,7 @@ import pytest
 from batchd.cli import client
 from batchd.config import load_config
 from batchd.model import Job
-from batchd.views import job_view
+from batchd.server.views import job_view
 
 
 def _job_view_keys() -> frozenset[str]:
@@ -156,7 +156,7 @@ class FakeDaemon:
                 want = set(ids.split(","))
                 jobs = [j for j in jobs if str(j["id"]) in want or str(j.get("array_job_id")) in want]
             keys = (query or {}).get("keys")
-            if keys:  # as the daemon trims (batchd.viewmemo.trimmed): every layout test runs on them
+            if keys:  # as the daemon trims (batchd.server.viewmemo.trimmed): every layout test runs on them
                 jobs = [{k: j[k] for k in keys.split(",") if k in j} for j in jobs]
             return {"jobs": jobs}
         if path == "/v1/nodes":

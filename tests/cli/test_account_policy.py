@@ -10,12 +10,12 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from batchd import api
 from batchd.cli import admin, client
 from batchd.cli.cmd_account import command
 from batchd.config import Config
 from batchd.errors import BatchdError
-from batchd.service import Caller, Service
+from batchd.server import api
+from batchd.server.service import Caller, Service
 from batchd.store import Store
 from batchd.store.migrate import upgrade
 

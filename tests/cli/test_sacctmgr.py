@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from batchd import api
 from batchd.cli import client, sacctmgr
 from batchd.errors import BatchdError
-from batchd.service import Caller, Service
+from batchd.server import api
+from batchd.server.service import Caller, Service
 from tests.refstore import reference_store
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,7 +45,7 @@ def peer(tmp_path, monkeypatch):
         service = svc
 
         def apply(self, doc):
-            from batchd.accounts import apply_doc
+            from batchd.server.accounts import apply_doc
             apply_doc(svc, ROOT, doc, False)
 
     p = Peer()

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from batchd import launcher
 from batchd.config import load_config
-from batchd.controller import REQUEUE_HELD, Controller
+from batchd.control.controller import REQUEUE_HELD, Controller
 from batchd.errors import SubmitError
 from batchd.model import Job
-from batchd.runs import end_run
-from batchd.service import Caller, Service
+from batchd.node import launcher
+from batchd.node.runs import end_run
+from batchd.server.service import Caller, Service
+from batchd.server.views import job_view, request_keys, std_paths
 from batchd.store import Store
-from batchd.views import job_view, request_keys, std_paths
 from tests.refstore import reference_store
 
 REPO = Path(__file__).resolve().parents[2]

@@ -54,9 +54,9 @@ from pathlib import Path
 
 import pytest
 
-from batchd.controller import Controller
+from batchd.control.controller import Controller
 from batchd.model import Job
-from batchd.service import Caller, Service
+from batchd.server.service import Caller, Service
 from batchd.store import Store
 from tests.refstore import reference_store
 
@@ -220,7 +220,7 @@ def test_a_job_without_limit_is_not_over_max_time(cluster, tmp_path):
 def test_requeue_gives_a_partition_limit_back(cluster, tmp_path):
     """slurm-reference 30_requeue: a gpu job without -t, requeued, shows Partition_Limit in
     sacct again while it pends; a limit of its own stays."""
-    from batchd.runs import end_run
+    from batchd.node.runs import end_run
 
     svc, ctl, store = cluster
     plain, own = submit(svc, tmp_path), submit(svc, tmp_path, time_limit_s=600)
@@ -267,7 +267,7 @@ def test_sacct_columns_as_recorded():
 
 
 def test_an_updated_limit_is_the_jobs_own_through_a_requeue(cluster, tmp_path):
-    from batchd.runs import end_run
+    from batchd.node.runs import end_run
 
     svc, ctl, store = cluster
     jid = submit(svc, tmp_path)

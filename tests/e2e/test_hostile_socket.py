@@ -3,7 +3,7 @@ request (issue 12, found items 1, 2 and 5) is answered with a 4xx whose message 
 field, never a 500, and afterwards a canary job of another user, submitted with the normal
 `sbatch`, starts within 2 seconds and completes. The real replies of the running daemon
 (jobs, accounting, nodes and the other GET routes) validate against the reply schemas of
-`batchd/wire_replies.py`.
+`batchd/server/wire_replies.py`.
 
 As root the hostile requests come from one throwaway user and the canary from another
 (both removed at the end); otherwise both are the test's own uid."""
@@ -20,8 +20,8 @@ import uuid
 
 import pytest
 
-from batchd.wire import TOO_LONG, check
-from batchd.wire_replies import ERROR, REPLIES
+from batchd.server.wire import TOO_LONG, check
+from batchd.server.wire_replies import ERROR, REPLIES
 from tests.hostlock import account_tool
 
 # sends (method, path, body as latin-1 text) requests on the socket, prints [[status, reply]]

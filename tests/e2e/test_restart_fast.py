@@ -2,7 +2,7 @@
 
 24 jobs are placed (RUNNING in the store) but not launched when the daemon is killed
 with SIGKILL: launches are made slow (0.5 s each, as systemd-run is on a busy node) by
-a `sitecustomize` on the daemon's PYTHONPATH that wraps `batchd.launcher.launch`, so
+a `sitecustomize` on the daemon's PYTHONPATH that wraps `batchd.node.launcher.launch`, so
 the backlog takes about 12 s. After the restart `squeue` and `sbatch` must answer
 while that backlog is still being launched, and every job must run exactly once.
 """
@@ -26,7 +26,7 @@ import os, sys
 _delay = float(os.environ.get("BATCHD_TEST_LAUNCH_DELAY_S") or 0)
 if _delay and len(sys.argv) > 1 and sys.argv[1] == "serve":
     import time
-    from batchd import launcher
+    from batchd.node import launcher
     _launch = launcher.launch
     def _slow_launch(*args, **kwargs):
         time.sleep(_delay)

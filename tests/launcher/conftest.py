@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from batchd import launcher
-from batchd.launcher import LaunchInfo, LaunchRequest, RunStatus
+from batchd.node import launcher
+from batchd.node.launcher import LaunchInfo, LaunchRequest, RunStatus
 
 
 class Jobs:

@@ -9,7 +9,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from batchd import launcher
+from batchd.node import launcher
 
 
 @pytest.mark.parametrize(

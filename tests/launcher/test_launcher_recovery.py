@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from batchd import launcher
+from batchd.node import launcher
 
 COUNTING = "#!/bin/bash\necho run >> {counter}\nsleep {secs}\n"
 
@@ -103,7 +103,7 @@ def test_killed_supervisor_makes_the_run_lost_and_terminate_kills_the_orphan(job
 
 _DIE_AFTER_RECORDING = """\
 import os, signal
-import batchd.spool as spool
+import batchd.node.spool as spool
 _write = spool.write_json_atomic
 def _write_then_die(path, data):
     _write(path, data)
@@ -157,7 +157,7 @@ def test_supervisor_ignores_terminal_and_term_signals(jobs):
 
 DAEMON = """
 import sys, time
-from batchd import launcher
+from batchd.node import launcher
 req = launcher.LaunchRequest(**__import__("json").loads(sys.argv[2]))
 info = launcher.launch(req, sys.argv[1])
 print(info.pid, flush=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psutil
 
-from batchd import launcher
+from batchd.node import launcher
 
 # A job that logs the signals it gets and keeps running: SIGTERM does not end it.
 STUBBORN = """#!/bin/bash
@@ -237,7 +237,7 @@ def test_kernel_oom_kills_in_a_unit_leave_slurms_line(jobs, tmp_path, monkeypatc
     """In a systemd unit the kernel kills at MemoryMax and the supervisor reads the unit's
     memory.events: the run is OUT_OF_MEMORY and the error file gets slurmstepd's line after
     the job's output (the cgroup is a crafted directory: this machine cannot OOM a unit)."""
-    from batchd import supervisor as sup
+    from batchd.node import supervisor as sup
 
     cg = tmp_path / "cg"
     cg.mkdir()

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from batchd import launcher
-from batchd.launcher import LaunchError
+from batchd.node import launcher
+from batchd.node.launcher import LaunchError
 
 FAKEBIN = Path(__file__).resolve().parent / "fakebin"
 
@@ -61,7 +61,7 @@ def test_run_in_unit_with_limits(jobs, fake_systemd):
             "DeviceAllow=char-nvidia-caps r"] == [p for p in props if p.startswith("DeviceAllow=")]
     cmd = argv[argv.index("--") + 1:]
     jobdir = launcher.jobdir_path(jobs.spool, 41, 0)
-    assert cmd == [sys.executable, "-m", "batchd.supervisor", "--unit", jobdir]
+    assert cmd == [sys.executable, "-m", "batchd.node.supervisor", "--unit", jobdir]
     # the supervisor in the unit wrote its log where the unit's output goes
     assert "job started job_id=41" in Path(jobdir, launcher.LOG).read_text()
 
@@ -99,7 +99,7 @@ def test_second_unit_of_a_job_is_refused_and_the_first_run_kept(jobs, fake_syste
     os.rename(staging, jobdir)
     held = os.open(os.path.join(jobdir, launcher.LOCK), os.O_RDWR)
     fcntl.flock(held, fcntl.LOCK_EX)  # the launcher that died held it
-    first = subprocess.Popen([sys.executable, "-m", "batchd.supervisor", "--unit", jobdir],
+    first = subprocess.Popen([sys.executable, "-m", "batchd.node.supervisor", "--unit", jobdir],
                              start_new_session=True)
     (fake_systemd / launcher_unit(req.job_id)).write_text(str(first.pid))
     time.sleep(0.3)
@@ -115,13 +115,13 @@ def test_second_unit_of_a_job_is_refused_and_the_first_run_kept(jobs, fake_syste
 
 
 def launcher_unit(job_id: int) -> str:
-    from batchd.isolation import unit_name
+    from batchd.node.isolation import unit_name
 
     return unit_name(job_id)
 
 
 def _allowed(text: str) -> set[int]:
-    from batchd.hostlist import expand
+    from batchd.slurm.hostlist import expand
 
     return {int(x) for x in expand(f"[{text}]")}
 

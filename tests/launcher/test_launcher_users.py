@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from batchd import launcher as launcher_module
+from batchd.node import launcher as launcher_module
 from tests.hostlock import account_tool
 
 pytestmark = [pytest.mark.root, pytest.mark.skipif(
@@ -151,7 +151,7 @@ exit 4
 
 NON_ROOT_DAEMON = """
 import json, sys, time
-from batchd import launcher
+from batchd.node import launcher
 req = launcher.LaunchRequest(**json.loads(sys.argv[2]))
 launcher.launch(req, sys.argv[1])
 while (st := launcher.poll(sys.argv[1], req.job_id, req.run)).state == "RUNNING":
@@ -170,7 +170,7 @@ def _python_for(user: User) -> tuple[str, dict[str, str]]:
                                         "PYTHONPATH": f"{site}:{root}"})]
     for exe, env in candidates:
         try:
-            subprocess.run([exe, "-c", "import batchd.launcher"], user=user.uid, group=user.gid,
+            subprocess.run([exe, "-c", "import batchd.node.launcher"], user=user.uid, group=user.gid,
                            extra_groups=[], cwd=str(user.home), env=env, check=True, capture_output=True,
                            timeout=30)
             return exe, env

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from batchd.jobexec import OUTPUT_OPEN_FAILED_SIG
+from batchd.node.jobexec import OUTPUT_OPEN_FAILED_SIG
 from tests.hostlock import account_tool, host_lock
 
 pytestmark = [pytest.mark.root, pytest.mark.skipif(
@@ -153,7 +153,7 @@ def test_an_unreadable_input_is_told_in_the_error_file(jobs, users):
 
 def test_the_daemons_notes_do_not_follow_a_planted_symlink(users, sticky, unprotected):
     # jobexec.append_as_user writes why a job could not be launched into its error file
-    from batchd.jobexec import append_as_user
+    from batchd.node.jobexec import append_as_user
 
     a, b = users
     precious = a.home / "precious-note"

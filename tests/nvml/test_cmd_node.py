@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 from fake_pynvml import FakeGpu, FakeMig, FakeNvml, h200
 
-from batchd import nvml as bn
 from batchd.cli import cmd_node
+from batchd.node import nvml as bn
 
 
 @pytest.fixture
@@ -121,7 +121,7 @@ def test_ranges():
 
 
 def test_check_with_config_says_which_mode_jobs_get(tmp_path, monkeypatch):
-    from batchd import isolation as iso
+    from batchd.node import isolation as iso
 
     monkeypatch.setattr(iso, "detect", lambda probe=False: iso.IsolationReport(
         mode="plain", reasons=["systemd is not PID 1 (/run/systemd/system missing): no transient units"]))

@@ -1,4 +1,4 @@
-"""batchd.gpusample against the fake pynvml."""
+"""batchd.node.gpusample against the fake pynvml."""
 
 import json
 
@@ -6,7 +6,7 @@ import pynvml
 import pytest
 from fake_pynvml import FakeGpu, FakeMig, FakeNvml, h200
 
-from batchd import gpusample
+from batchd.node import gpusample
 
 
 def _fake(**kw):

@@ -1,10 +1,10 @@
-"""batchd.isolation.detect on fake filesystem trees."""
+"""batchd.node.isolation.detect on fake filesystem trees."""
 
 import os
 
 import pytest
 
-from batchd import isolation
+from batchd.node import isolation
 
 
 def _tree(tmp_path, *, systemd=True, cgroup2=True, own="/system.slice/batchd.service",
@@ -122,7 +122,7 @@ def test_job_devices(alloc, inventory, want):
 
 @pytest.mark.parametrize("ids,want", [([3], "3"), ([0, 1, 2, 3], "0-3"), ([7, 0, 1, 5, 6, 9], "0-1,5-7,9")])
 def test_cpu_ranges(ids, want):
-    from batchd.hostlist import ranges
+    from batchd.slurm.hostlist import ranges
 
     assert ranges(ids) == want
 

@@ -1,4 +1,4 @@
-"""batchd.nvml.discover against the fake pynvml (real error classes of nvidia-ml-py)."""
+"""batchd.node.nvml.discover against the fake pynvml (real error classes of nvidia-ml-py)."""
 
 import json
 import logging
@@ -7,7 +7,7 @@ import pynvml
 import pytest
 from fake_pynvml import FakeGpu, FakeMig, FakeNvml, h200
 
-from batchd import nvml as bn
+from batchd.node import nvml as bn
 
 # ---- naming rules ----------------------------------------------------------------------
 
@@ -61,7 +61,7 @@ def test_cpus_from_masks():
                                  pynvml.NVMLLibraryMismatchError])
 def test_init_failure_gives_empty_inventory_and_one_log_line(err, caplog):
     fake = FakeNvml([h200(0)], fail={"nvmlInit": err})
-    with caplog.at_level(logging.WARNING, logger="batchd.nvml"):
+    with caplog.at_level(logging.WARNING, logger="batchd.node.nvml"):
         inv = bn.discover(nvml=fake)
     assert inv.gpus == [] and inv.count == 0
     assert err.__name__ in inv.reason
@@ -100,7 +100,7 @@ def test_shutdown_called_after_success():
                                   "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetName"])
 def test_gpu_lost_mid_enumeration_keeps_the_others(call, caplog):
     fake = FakeNvml([h200(0), h200(1), h200(2)], fail={(call, 1): pynvml.NVMLError_GpuIsLost})
-    with caplog.at_level(logging.WARNING, logger="batchd.nvml"):
+    with caplog.at_level(logging.WARNING, logger="batchd.node.nvml"):
         inv = bn.discover(nvml=fake)
     assert [g.index for g in inv.gpus] == [0, 2]
     assert inv.count == 3
@@ -205,7 +205,7 @@ def test_h200_mig_slurm_type_is_cut_at_the_first_dash_and_slices_from_max_count(
 
 def test_mig_enabled_but_no_instances(caplog):
     gpu = h200(0, mig=(1, 1), migs={})
-    with caplog.at_level(logging.WARNING, logger="batchd.nvml"):
+    with caplog.at_level(logging.WARNING, logger="batchd.node.nvml"):
         inv = bn.discover(nvml=FakeNvml([gpu, h200(1)]))
     assert inv.gpus[0].mig_mode is True and inv.gpus[0].mig == []
     assert any("no MIG devices" in r.getMessage() for r in caplog.records)
@@ -300,7 +300,7 @@ class _Without:
 
 def test_old_binding_is_named_in_the_log(caplog):
     fake = _Without(FakeNvml([h200(0, mig=None)]), "nvmlDeviceGetMigDeviceHandleByIndex")
-    with caplog.at_level(logging.WARNING, logger="batchd.nvml"):
+    with caplog.at_level(logging.WARNING, logger="batchd.node.nvml"):
         inv = bn.discover(nvml=fake)
     assert len(inv.gpus) == 1
     assert any("too old for MIG" in r.getMessage() for r in caplog.records)

@@ -87,8 +87,8 @@ def test_sprio_options(snapfile, capsys):
 
 
 def test_commands_import_no_heavy_modules():
-    code = ("import sys, batchd.cli.sshare, batchd.cli.sprio, batchd.priority, batchd.priority.sshare_table, "
-            "batchd.priority.sprio_table; bad = {'click', 'sqlalchemy', 'http.client', 'urllib.request', "
+    code = ("import sys, batchd.cli.sshare, batchd.cli.sprio, batchd.priority, batchd.cli.sshare_table, "
+            "batchd.cli.sprio_table; bad = {'click', 'sqlalchemy', 'http.client', 'urllib.request', "
             "'subprocess', 'logging'} & set(sys.modules); print(sorted(bad))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

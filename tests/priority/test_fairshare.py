@@ -7,9 +7,9 @@ from fractions import Fraction
 import pytest
 from priority_cases import SCENARIOS, load_case
 
+from batchd.cli.sshare_table import default_fields, render, resolve_fields
 from batchd.priority import fairshare_factors, share_rows
 from batchd.priority.longdouble import ld, ld_div
-from batchd.priority.sshare_table import default_fields, render, resolve_fields
 from batchd.priority.tree import build_tree
 
 FIELDS = ["raw_shares", "norm_shares", "raw_usage", "norm_usage", "effectv_usage", "fairshare", "level_fs"]

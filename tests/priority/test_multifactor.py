@@ -5,9 +5,9 @@ import copy
 import pytest
 from priority_cases import REF_NOW, recorded, reference_snapshot
 
+from batchd.cli.sprio_table import default_format, render
 from batchd.priority import dominant_factor, job_priorities, merge_policy, priority_rows
 from batchd.priority.multifactor import job_factors
-from batchd.priority.sprio_table import default_format, render
 
 
 def _sprio(snap, *, long=False, normalized=False, weights=False, users=False):

@@ -1,10 +1,10 @@
-"""TRES billing weights, billing (sum and MAX_TRES) and TRES strings (batchd.tres)."""
+"""TRES billing weights, billing (sum and MAX_TRES) and TRES strings (batchd.slurm.tres)."""
 
 import math
 
 import pytest
 
-from batchd.tres import BillingWeights, billing, format_tres, parse_billing_weights, parse_tres
+from batchd.slurm.tres import BillingWeights, billing, format_tres, parse_billing_weights, parse_tres
 
 GIB = 1024.0
 

@@ -1,5 +1,5 @@
 """Shared test helpers for tests/sbatch: the reference cluster of
-`tests/data/slurm-reference/` as the `cluster` dict of `batchd.jobspec.resolve`, a tiny
+`tests/data/slurm-reference/` as the `cluster` dict of `batchd.server.jobspec.resolve`, a tiny
 fake daemon on a Unix socket, and THE one place where the differences between the
 recorded Slurm run and these tests are normalised (`recorded_caller_env`,
 `ROOT_LOGIN_ENV`, `SHELL_OR_LAUNCHER_VARS`)."""
@@ -11,8 +11,8 @@ import socketserver
 import threading
 from pathlib import Path
 
-from batchd import jobspec
 from batchd.errors import BatchdError
+from batchd.server import jobspec
 
 #: the Slurm 22.05 recordings (tests/data/README.md)
 REF = Path(__file__).resolve().parents[1] / "data" / "slurm-reference"
@@ -48,7 +48,7 @@ RECORDED_CALLER_ENV = {"HOME": "/root", "HOSTNAME": "vm", "LANG": "C.UTF-8",
 ROOT_LOGIN_ENV = {"HOME": "/root", "SHELL": "/bin/bash", "USER": "root", "LOGNAME": "root",
                   "MAIL": "/var/mail/root", "PATH": "/usr/local/bin:/usr/bin:/bin"}
 # 3. Variables set by the job's shell (PWD, SHLVL) or by the launcher once it has forked
-#    (SLURM_TASK_PID), not by batchd.jobenv; and CUDA_DEVICE_ORDER, batchd's deliberate
+#    (SLURM_TASK_PID), not by batchd.node.jobenv; and CUDA_DEVICE_ORDER, batchd's deliberate
 #    addition that the judge tolerates.
 SHELL_OR_LAUNCHER_VARS = {"PWD", "SHLVL", "SLURM_TASK_PID"}
 TOLERATED_EXTRA = {"CUDA_DEVICE_ORDER"}

@@ -1,6 +1,6 @@
 """Every recorded rejected or dubious submission of sbatch_bad/bad_inputs.json, replayed
 through the real sbatch code path (option parsing, script checks, JOB_SPEC, socket
-client) against a fake daemon that runs the real `batchd.jobspec.resolve`: same
+client) against a fake daemon that runs the real `batchd.server.jobspec.resolve`: same
 stdout, stderr and exit code as Slurm, and nothing accepted for a rejection."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import shlex
 import pytest
 from sbatch_helpers import CLUSTER, REF, FakeDaemon, recorded_caller_env
 
-from batchd import jobspec
 from batchd.cli import sbatch
-from batchd.cli.slurmtime import format_duration
+from batchd.server import jobspec
+from batchd.slurm.slurmtime import format_duration
 
 BAD = REF / "sbatch_bad" / "bad_inputs.json"
 DATA = json.loads(BAD.read_text())

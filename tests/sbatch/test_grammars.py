@@ -6,8 +6,7 @@ import time
 
 import pytest
 
-from batchd import arrayspec, dependency
-from batchd.cli import slurmtime
+from batchd.slurm import arrayspec, dependency, slurmtime
 
 
 @pytest.mark.parametrize("text, secs", [

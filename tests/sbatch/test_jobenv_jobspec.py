@@ -8,8 +8,10 @@ import copy
 import pytest
 from sbatch_helpers import CLUSTER
 
-from batchd import filepattern, jobenv, jobspec
 from batchd.errors import SubmitError
+from batchd.node import jobenv
+from batchd.server import jobspec
+from batchd.slurm import filepattern
 
 JOB = {"id": 128, "name": "train", "user": "alice", "uid": 1001, "gid": 100, "account": "a",
        "partition": "gpu", "qos": "normal", "restarts": 2}

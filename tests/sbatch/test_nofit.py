@@ -1,4 +1,4 @@
-"""Why no node holds a job (`batchd.nofit` through `jobspec.resolve`): Slurm's message stays
+"""Why no node holds a job (`batchd.server.nofit` through `jobspec.resolve`): Slurm's message stays
 the message, batchd's reason is the `detail` the commands print on the next line (issue 15.6).
 
 Each case: the request's spec keys, then the wanted error code and detail. The cluster is the
@@ -12,8 +12,8 @@ import copy
 import pytest
 from sbatch_helpers import CLUSTER
 
-from batchd import jobspec
 from batchd.errors import SubmitError
+from batchd.server import jobspec
 
 MIG_NODE = {"name": "mig1", "cpus": 64, "memory_mb": 500000, "state": "IDLE",
             "gpus": [{"type": "h200", "index": 0, "mig": [{"profile": "3g.71gb", "uuid": "MIG-a"},

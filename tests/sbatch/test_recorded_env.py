@@ -21,8 +21,10 @@ from sbatch_helpers import (
     recorded_caller_env,
 )
 
-from batchd import filepattern, jobenv, jobspec
 from batchd.cli import sbatch
+from batchd.node import jobenv
+from batchd.server import jobspec
+from batchd.slurm import filepattern
 
 # the variables the judge keeps from a job's `env | sort`
 KEEP = re.compile(r"^(SLURM\w*|SLURMD_NODENAME|CUDA_\w+|GPU_DEVICE_ORDINAL|ROCR_VISIBLE_DEVICES|"

@@ -15,7 +15,8 @@ TRESBillingWeights CPU=1.0,Mem=0.25G,GRES/gpu=2.0) on 2026-12-04 with
 import pytest
 from sbatch_helpers import CLUSTER
 
-from batchd import jobenv, jobspec
+from batchd.node import jobenv
+from batchd.server import jobspec
 
 
 def _spec(**kw):
@@ -51,8 +52,8 @@ def test_array_task_step_comes_from_the_array_text():
     # Slurm 22.05 (peer): --array=1-7:2%3 -> task 3 sees SLURM_ARRAY_TASK_STEP=2, COUNT=4,
     # MIN=1, MAX=7 (batchd's launch request sent step 1)
     from batchd.config import Config
-    from batchd.launchrequest import job_dict
     from batchd.model import Job
+    from batchd.node.launchrequest import job_dict
 
     spec = _spec(array="1-7:2%3")
     req = jobspec.resolve(spec, CLUSTER, "root", 0)

@@ -1,5 +1,5 @@
 """What a start is charged for (issue 14): decide() returns each start's charge from the GPU
-model (batchd/gres.py), and quota and limit checks count the same shares: a MIG instance its
+model (batchd/slurm/gres.py), and quota and limit checks count the same shares: a MIG instance its
 compute slices over its card's slices (4 on an RTX PRO 6000, 7 on an H200), a shard
 1/(shards of its card).
 

@@ -28,7 +28,7 @@ FORBIDDEN = {"sqlalchemy", "subprocess", "socket", "psutil", "pynvml", "time", "
 
 def test_scheduler_imports_are_pure():
     # gres.py: the GPU model, assocpolicy.py: the association limits the scheduler reads
-    for f in [*PKG.glob("*.py"), PKG.parent / "gres.py", PKG.parent / "assocpolicy.py"]:
+    for f in [*PKG.glob("*.py"), PKG.parent / "slurm" / "gres.py", PKG.parent / "slurm" / "assocpolicy.py"]:
         tree = ast.parse(f.read_text())
         for n in ast.walk(tree):
             names = []
@@ -39,8 +39,8 @@ def test_scheduler_imports_are_pure():
             for name in names:
                 assert name.split(".")[0] not in FORBIDDEN, f"{f.name} imports {name}"
                 if name.startswith("batchd."):
-                    assert name.startswith(("batchd.scheduler", "batchd.priority", "batchd.gres",
-                                                "batchd.assocpolicy")), f"{f.name} imports {name}"
+                    assert name.startswith(("batchd.scheduler", "batchd.priority", "batchd.slurm.gres",
+                                                "batchd.slurm.assocpolicy")), f"{f.name} imports {name}"
 
 
 def base():

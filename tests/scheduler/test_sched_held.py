@@ -140,7 +140,7 @@ def test_bad_marks_are_refused():
 def test_controller_marks_follow_the_decisions():
     """The controller's side: a job to start after victims is marked; one started or no
     longer waiting loses its mark."""
-    from batchd.controller import PREEMPTOR, _preemptor_marks
+    from batchd.control.controller import PREEMPTOR, _preemptor_marks
 
     snap = {"jobs": [{"id": 1, "state": "PENDING"}, {"id": 2, "state": "PENDING", "preemptor": True},
                      {"id": 3, "state": "PENDING", "preemptor": True},

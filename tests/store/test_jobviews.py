@@ -1,6 +1,6 @@
 """The listing queries (batchd.store.jobviews) on SQLite and PostgreSQL: the views built
 from the keys they load equal the views of whole jobs, the filters in the SQL select what
-batchd.jobfilter selects, and the daemon's folding of pending array tasks gives the rows
+batchd.server.jobfilter selects, and the daemon's folding of pending array tasks gives the rows
 the command's own folding gives."""
 
 import dataclasses
@@ -10,12 +10,12 @@ import types
 
 import pytest
 
-from batchd import acctrows, views
 from batchd.cli.fmt import expand_task_runs, fold_array_tasks
 from batchd.cli.sacct import fold_pending_tasks as sacct_fold
 from batchd.config import load_config
-from batchd.jobfilter import filter_jobs
 from batchd.model import Job, UsageRec
+from batchd.server import acctrows, views
+from batchd.server.jobfilter import filter_jobs
 from batchd.store import Store
 from batchd.store.jobviews import (
     JobQuery,
@@ -213,7 +213,7 @@ def test_id_segments_step_both_ids():
 
 @pytest.mark.parametrize("window", [None, (NOW - 60, None), (None, NOW - 1000)], ids=["all", "since", "before"])
 def test_sacct_folded_by_the_daemon_prints_the_rows_of_every_task_folded(store, cfg, window, monkeypatch):
-    from batchd.service import Service
+    from batchd.server.service import Service
 
     # a running job's elapsed time is counted to now: one clock for both listings compared
     monkeypatch.setattr(acctrows, "time", types.SimpleNamespace(time=lambda: NOW))
@@ -314,8 +314,8 @@ def test_on_postgresql_a_time_window_is_no_self_join(store, q):
 
 
 def test_the_daemons_kept_views_follow_every_change_of_a_job(store, cfg, monkeypatch):
-    from batchd.service import Service
-    from batchd.viewmemo import dumps
+    from batchd.server.service import Service
+    from batchd.server.viewmemo import dumps
 
     # a running job's run time is counted to now: one clock for every listing compared
     monkeypatch.setattr(views, "time", types.SimpleNamespace(time=lambda: NOW, monotonic=time.monotonic))
@@ -338,8 +338,8 @@ def test_the_daemons_kept_views_follow_every_change_of_a_job(store, cfg, monkeyp
 
 
 def test_keys_trim_every_view_and_every_runs_view(store, cfg):
-    from batchd.service import Service
-    from batchd.viewmemo import dumps
+    from batchd.server.service import Service
+    from batchd.server.viewmemo import dumps
 
     store.insert_jobs(_varied_arrays())
     svc = Service(cfg, store)

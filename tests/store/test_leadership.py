@@ -9,7 +9,7 @@ import uuid
 import psycopg
 import pytest
 
-from batchd.leader import Leadership
+from batchd.store.leader import Leadership
 
 
 @pytest.fixture

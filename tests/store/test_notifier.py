@@ -1,4 +1,4 @@
-"""Notifier.notify (batchd/leader.py) keeps one connection for its NOTIFYs and reopens it
+"""Notifier.notify (batchd/store/leader.py) keeps one connection for its NOTIFYs and reopens it
 after an error; a listener receives every payload."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from batchd.leader import Notifier
+from batchd.store.leader import Notifier
 
 
 def test_notify_reuses_one_connection_and_recovers_from_a_lost_one(db_url):

@@ -300,7 +300,7 @@ def test_history_is_read_through_indexes(store):
 
 def test_account_policy_round_trip(store):
     # the preemption keys (issue 16) and the association limits survive the store on both backends
-    from batchd.accounts import parse_accounts, to_doc
+    from batchd.server.accounts import parse_accounts, to_doc
 
     pol = {"max_jobs": 2, "grp_tres_mins": {"gres/gpu": 600}, "within_account": "never",
            "reclaim_within_cohort": "lower_priority",

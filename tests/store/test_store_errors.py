@@ -12,12 +12,12 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from batchd import api
-from batchd.caller import Caller
 from batchd.config import load_config
 from batchd.errors import StoreError, SubmitError
 from batchd.model import Job
-from batchd.service import Service
+from batchd.server import api
+from batchd.server.caller import Caller
+from batchd.server.service import Service
 from batchd.store import Store
 from batchd.store import accounting as acct_sql
 from batchd.store import steps as step_sql

@@ -14,7 +14,7 @@ import pytest
 from batchd.config import load_config
 from batchd.errors import InvalidRequest
 from batchd.model import Node
-from batchd.service import Caller, Service
+from batchd.server.service import Caller, Service
 from batchd.store import Store
 from batchd.store.migrate import upgrade
 

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.systemd
 A, B = USERS
 #: a job that runs until `touch go.<id>` in its user's home
 HOLD = 'while [ ! -e "$HOME/go.$SLURM_JOB_ID" ]; do sleep 0.1; done; id -un'
-SUPERVISOR_MB = 64  # batchd.isolation.SUPERVISOR_MEMORY_MB
+SUPERVISOR_MB = 64  # batchd.node.isolation.SUPERVISOR_MEMORY_MB
 
 
 def _release(box, user: str, job_id: int) -> None:

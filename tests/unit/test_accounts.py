@@ -3,8 +3,8 @@ and the field; the diff lists exactly the changes."""
 
 import pytest
 
-from batchd.accounts import diff, parse_accounts
 from batchd.errors import InvalidRequest
+from batchd.server.accounts import diff, parse_accounts
 
 
 def acct(name, parent=None, **res):

@@ -5,11 +5,11 @@ import time
 
 import pytest
 
-from batchd import isolation, launcher
-from batchd.agent import Agent
 from batchd.config import parse_config
 from batchd.errors import ConfigError
 from batchd.model import Job, Node
+from batchd.node import isolation, launcher
+from batchd.node.agent import Agent
 from batchd.store import Store
 from batchd.store.migrate import upgrade
 
@@ -103,7 +103,7 @@ def test_bad_isolation_setting_is_a_config_error(tmp_path):
     (2, 0, 1000, {}),
 ], ids=["quarter", "no-memory-known", "tiny-share", "no-shards-configured"])
 def test_mps_environment(shards, per, mem, want):
-    from batchd.jobenv import mps_environment
+    from batchd.node.jobenv import mps_environment
 
     assert mps_environment(shards, per, mem) == want
 
@@ -157,7 +157,7 @@ def test_gpu_env_uuid_puts_the_cards_uuids_in_cuda_visible_devices(tmp_path, sto
     ({"gpus": ["0:MIG-x", 1]}, {"gpus": ["0:MIG-x", 1]}),  # mixed: positions would not match
 ], ids=["whole", "shard", "unknown", "mixed-mig"])
 def test_with_gpu_uuids(alloc, want):
-    from batchd.jobenv import with_gpu_uuids
+    from batchd.node.jobenv import with_gpu_uuids
 
     inv = {"n1": [{"index": 0, "uuid": "GPU-a"}, {"index": 1, "uuid": "GPU-b"}]}
     assert with_gpu_uuids({"n1": alloc}, inv) == {"n1": want}

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from batchd import launcher
-from batchd.agent import Agent
 from batchd.config import parse_config
 from batchd.model import Job
+from batchd.node import launcher
+from batchd.node.agent import Agent
 from batchd.store import Store
 from batchd.store.migrate import upgrade
 

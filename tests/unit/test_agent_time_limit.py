@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from batchd import launcher
-from batchd.agent import Agent
 from batchd.config import parse_config
 from batchd.model import Job
-from batchd.spool import CONTROL_PREFIX
+from batchd.node import launcher
+from batchd.node.agent import Agent
+from batchd.node.spool import CONTROL_PREFIX
 from batchd.store import Store
 from batchd.store.migrate import upgrade
 

@@ -1,7 +1,7 @@
 """The controller's -w/-x narrowing of a job's nodes: bounded expansion, and a stored
 list that the door would refuse today leaves the job no node instead of no restriction."""
 
-from batchd.controller import _allowed_nodes
+from batchd.control.controller import _allowed_nodes
 
 PART = ["node1", "node2", "node3"]
 

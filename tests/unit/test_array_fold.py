@@ -1,4 +1,4 @@
-"""A large pending array is folded for the controller's cycle (batchd.arrayfold): the
+"""A large pending array is folded for the controller's cycle (batchd.control.arrayfold): the
 cycle takes the first alike tasks only, starts exactly what it would start with every
 task in it, and the folded tasks get their group's reason and priority, no planned start.
 A task changed on its own (scontrol update) is a group of its own and is scheduled."""
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from batchd import arrayfold
 from batchd.config import parse_config
-from batchd.controller import Controller
+from batchd.control import arrayfold
+from batchd.control.controller import Controller
 from batchd.model import Job, Node
 from batchd.store import Store
 from batchd.store.migrate import upgrade

@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from batchd import runwatch
-from batchd.agent import Agent
 from batchd.config import parse_config
 from batchd.model import Job, Node
-from batchd.steprunner import StepRunner
+from batchd.node import runwatch
+from batchd.node.agent import Agent
+from batchd.node.steprunner import StepRunner
 from batchd.store import Store
 from batchd.store.migrate import upgrade
 

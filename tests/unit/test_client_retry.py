@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from batchd.cli import client
-from batchd.httpserver import ApiServer, Limits
+from batchd.server.httpserver import ApiServer, Limits
 
 
 def ping_handler(service, caller, method, target, raw):

@@ -58,7 +58,7 @@ def test_password_file_goes_into_the_url(tmp_path):
 
 def test_request_size_limits():
     """[limits] max_script_bytes / max_env_bytes / max_hostlist_names: Slurm's 4 MiB script
-    cap by default, integers >= 1 when given (batchd.wire reads them)."""
+    cap by default, integers >= 1 when given (batchd.server.wire reads them)."""
     cfg = parse_config(dict(NODE))
     assert (cfg.limits["max_script_bytes"], cfg.limits["max_env_bytes"], cfg.limits["max_hostlist_names"]) == \
         (4 << 20, 1 << 20, 10_000)

@@ -18,7 +18,7 @@ import pytest
 
 import batchd.scheduler
 from batchd.config import parse_config
-from batchd.controller import BAD_REQUEST, Controller
+from batchd.control.controller import BAD_REQUEST, Controller
 from batchd.model import Job, Node
 from batchd.store import Store
 from batchd.store.migrate import upgrade
@@ -150,7 +150,7 @@ def test_a_snapshot_off_the_cycle_neither_refuses_nor_unrefuses(tmp_path, caplog
     store = _store(tmp_path)
     ctl = Controller(cfg, store)
     try:
-        with caplog.at_level(logging.ERROR, logger="batchd.controller"):
+        with caplog.at_level(logging.ERROR, logger="batchd.control.controller"):
             snap = _on_another_thread(lambda: ctl.snapshot(T))
             # left out as a cycle would, but neither recorded nor logged: the cycle does that
             assert [j["id"] for j in snap["jobs"]] == [1, 2, 3, 4]

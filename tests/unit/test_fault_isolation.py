@@ -16,15 +16,15 @@ import time
 
 import pytest
 
-from batchd import launcher, spool, supervisor
-from batchd.acctrows import acct_rows
-from batchd.agent import Agent
 from batchd.config import parse_config
-from batchd.controller import BAD_REQUEST, Controller
+from batchd.control.controller import BAD_REQUEST, Controller
 from batchd.model import Job, Node
+from batchd.node import launcher, spool, supervisor
+from batchd.node.agent import Agent
+from batchd.server.acctrows import acct_rows
+from batchd.server.views import job_view
 from batchd.store import Store
 from batchd.store.migrate import upgrade
-from batchd.views import job_view
 
 
 @pytest.fixture
@@ -83,7 +83,7 @@ def test_a_malformed_job_fails_alone_and_the_other_job_runs(env, bad, caplog):
     _running(store, 1, {**_spec(tmp, "bad"), **bad})
     _running(store, 2, _spec(tmp, "good"))
     ag = Agent(cfg, store, ["n1"])
-    with caplog.at_level(logging.ERROR, logger="batchd.agent"):
+    with caplog.at_level(logging.ERROR, logger="batchd.node.agent"):
         _until(ag, store, _done(store, 1, 2))
         for _ in range(3):
             ag.step()
@@ -98,7 +98,7 @@ def test_a_malformed_job_fails_alone_and_the_other_job_runs(env, bad, caplog):
 
 def test_a_pattern_that_raises_fails_that_job_only(env, monkeypatch):
     """Found item 1: `int('²')` in the pattern expansion made every pass fail."""
-    from batchd import filepattern
+    from batchd.slurm import filepattern
 
     cfg, store, tmp = env
     _running(store, 1, _spec(tmp, "bad", output=str(tmp / "x-%\u00b2j.out")))
@@ -152,7 +152,7 @@ def test_bookkeeping_that_keeps_failing_ends_only_that_job(env, monkeypatch, cap
         return real(j, pid)
 
     monkeypatch.setattr(ag.sampler, "sample", sample)
-    with caplog.at_level(logging.ERROR, logger="batchd.agent"):
+    with caplog.at_level(logging.ERROR, logger="batchd.node.agent"):
         _until(ag, store, _done(store, 1, 2))
     assert store.get_job(2).state == "COMPLETED"
     assert (store.get_job(1).state, store.get_job(1).reason) == ("FAILED", "SystemFailure")
@@ -333,7 +333,7 @@ def test_a_full_disk_while_recording_an_end_is_logged_once_and_recorded_later(en
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(store, "finish_run", full)
-    with caplog.at_level(logging.ERROR, logger="batchd.agent"):
+    with caplog.at_level(logging.ERROR, logger="batchd.node.agent"):
         for _ in range(5):
             ag.step()
     lines = [r.getMessage() for r in caplog.records if "no space left on device" in r.getMessage()]
@@ -367,7 +367,7 @@ def test_a_pending_job_the_scheduler_cannot_take_is_left_out_and_the_others_star
     _pending(store, 1, bad)
     _pending(store, 2, {"tasks": 1, "per_task": {"cpu": 1}})
     ctl = Controller(cfg, store)
-    with caplog.at_level(logging.ERROR, logger="batchd.controller"):
+    with caplog.at_level(logging.ERROR, logger="batchd.control.controller"):
         ctl.cycle()
         ctl.cycle()
     assert store.get_job(2).state == "RUNNING"

@@ -1,9 +1,9 @@
-"""The GPU model (batchd/gres.py): one rule for a MIG instance's and a shard's share of its
+"""The GPU model (batchd/slurm/gres.py): one rule for a MIG instance's and a shard's share of its
 card, the charge of an allocation, and billing by its parts. Crafted arithmetic."""
 
 import pytest
 
-from batchd.gres import (
+from batchd.slurm.gres import (
     Charge,
     card_slices,
     charge_of_allocation,
@@ -12,7 +12,7 @@ from batchd.gres import (
     share_key,
     split_share_key,
 )
-from batchd.tres import billing, format_tres, parse_billing_weights
+from batchd.slurm.tres import billing, format_tres, parse_billing_weights
 
 RTX_MIG = {"index": 0, "uuid": "GPU-r0", "type": "rtxpro6000",
            "mig": [{"profile": "1g.24gb", "uuid": f"MIG-r{i}"} for i in range(4)]}

@@ -2,7 +2,7 @@
 
 import pytest
 
-from batchd.hostlist import compress, expand
+from batchd.slurm.hostlist import compress, expand
 
 
 @pytest.mark.parametrize("names, text", [

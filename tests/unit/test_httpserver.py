@@ -1,4 +1,4 @@
-"""The API transport (batchd/httpserver.py) on a real Unix socket, with a recording
+"""The API transport (batchd/server/httpserver.py) on a real Unix socket, with a recording
 handler instead of the service: framing, the caller from SO_PEERCRED, read deadlines,
 size caps, connection caps per uid and in total, and workers that idle clients never hold."""
 
@@ -19,8 +19,8 @@ import pytest
 
 from batchd.config import parse_config
 from batchd.errors import BatchdError
-from batchd.httpserver import ApiServer, Limits
-from batchd.httpwire import FairQueue
+from batchd.server.httpserver import ApiServer, Limits
+from batchd.server.httpwire import FairQueue
 
 NODE = [{"name": "n1", "cpus": 1, "memory_mb": 1}]
 

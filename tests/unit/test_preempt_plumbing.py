@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from batchd.accounts import parse_accounts
 from batchd.config import parse_config
-from batchd.controller import Controller
+from batchd.control.controller import Controller
 from batchd.model import Node
+from batchd.server.accounts import parse_accounts
 from batchd.store import Store
 from batchd.store.migrate import upgrade
 
@@ -58,7 +58,7 @@ def _jobs(store: Store) -> None:
 
 
 def _service(tmp_path: Path, decisions: dict):
-    from batchd.service import Service
+    from batchd.server.service import Service
 
     ctl = _controller(tmp_path)
     _jobs(ctl.store)
@@ -69,7 +69,7 @@ def _service(tmp_path: Path, decisions: dict):
 
 
 def test_why_shows_a_protected_reclaim_in_one_line(tmp_path):
-    from batchd.explain import explain
+    from batchd.server.explain import explain
 
     lines = explain(_service(tmp_path, {}), "3")["lines"]
     assert lines[0].endswith("is PENDING: Reclaim pending: protected for 7 more minutes")
@@ -78,7 +78,7 @@ def test_why_shows_a_protected_reclaim_in_one_line(tmp_path):
 
 
 def test_why_shows_the_policy_of_the_last_cycles_preemption_else_the_stored_marks(tmp_path):
-    from batchd.explain import explain
+    from batchd.server.explain import explain
 
     dec = {"preempt": [{"job": "1", "for": "2", "reason": "preempt", "policy": "within_account=lower_priority"}]}
     svc = _service(tmp_path, dec)
@@ -105,7 +105,7 @@ def test_the_controller_logs_each_preemptions_policy(tmp_path, caplog, monkeypat
                                 {"job": "1", "for": "2", "reason": "preempt"}]}
 
     monkeypatch.setattr(batchd.scheduler, "decide", lambda snap: Dec())
-    with caplog.at_level(logging.INFO, logger="batchd.controller"):
+    with caplog.at_level(logging.INFO, logger="batchd.control.controller"):
         ctl.cycle(T)
     msgs = [r.getMessage() for r in caplog.records if r.getMessage().startswith("job preempted")]
     assert msgs == ["job preempted job_id=1 reason=reclaim for=3 policy=reclaim_within_cohort=any",
@@ -129,9 +129,9 @@ def test_sshare_from_the_running_jobs_alone_prints_what_the_whole_snapshot_print
     """`GET /v1/snapshot?jobs=running` (sshare) leaves the pending jobs out but keeps the
     associations their owners imply: a user with only a pending job in an account they
     have no association in (the open `default` account) is still a row."""
+    from batchd.cli import sshare_table as table
     from batchd.model import Job
     from batchd.priority import merge_policy, share_rows
-    from batchd.priority import sshare_table as table
 
     ctl = _controller(tmp_path)
     _jobs(ctl.store)

@@ -1,10 +1,10 @@
-"""The preemption keys of an account's policy (issue 16, batchd.assocpolicy): accepted values
+"""The preemption keys of an account's policy (issue 16, batchd.slurm.assocpolicy): accepted values
 normalised, bad values refused naming the key and the allowed values, refused in a user's
 policy, and no association limit for the scheduler."""
 
 import pytest
 
-from batchd.assocpolicy import check_policy
+from batchd.slurm.assocpolicy import check_policy
 
 
 @pytest.mark.parametrize("given, want", [
@@ -82,8 +82,8 @@ def test_the_examples_of_docs_preemption_md_load():
     import tomllib
     from pathlib import Path
 
-    from batchd.accounts import parse_accounts
     from batchd.config import parse_config
+    from batchd.server.accounts import parse_accounts
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "preemption.md").read_text()
     accounts, config = (tomllib.loads(b) for b in re.findall(r"```toml\n(.*?)```", text, re.S))

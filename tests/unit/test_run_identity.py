@@ -19,10 +19,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from batchd import launcher, spool
-from batchd.agent import Agent
 from batchd.config import parse_config
 from batchd.model import Job
+from batchd.node import launcher, spool
+from batchd.node.agent import Agent
 from batchd.store import Store
 from batchd.store.migrate import upgrade
 
@@ -187,7 +187,7 @@ def test_without_flock_the_recorded_identity_decides(spool_dir, tmp_path, monkey
 
 IN_NAMESPACE = """
 import json, os, sys, time
-from batchd import launcher
+from batchd.node import launcher
 req = launcher.LaunchRequest(**json.loads(sys.argv[2]))
 info = launcher.launch(req, sys.argv[1])
 print(info.pid, os.readlink("/proc/self/ns/pid"), flush=True)
@@ -198,7 +198,7 @@ while not os.path.exists(os.path.join(info.jobdir, launcher.EXIT)):
 
 POLL_FROM_VIEW = """
 import sys
-from batchd import launcher
+from batchd.node import launcher
 st = launcher.poll(sys.argv[1], int(sys.argv[2]), 0)
 print(st.state, st.pid, open("/proc/sys/kernel/random/boot_id").read().strip(), flush=True)
 """

@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from batchd import launcher
-from batchd.agent import Agent
 from batchd.config import ConfigError, parse_config
-from batchd.runwatch import SpoolIndex
-from batchd.spool import COLLECTED
+from batchd.node import launcher
+from batchd.node.agent import Agent
+from batchd.node.runwatch import SpoolIndex
+from batchd.node.spool import COLLECTED
 from batchd.store import Store
 from batchd.store.migrate import upgrade
 

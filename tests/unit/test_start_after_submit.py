@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from batchd.config import parse_config
-from batchd.controller import Controller
+from batchd.control.controller import Controller
 from batchd.model import Job, Node
 from batchd.store import Store
 from batchd.store.migrate import upgrade

@@ -17,9 +17,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from batchd import steprunner, steps
 from batchd.errors import InvalidRequest
 from batchd.model import Job
+from batchd.node import steprunner
+from batchd.server import steps
 from batchd.store import Store
 from batchd.store import steps as step_store
 from batchd.store.migrate import upgrade
@@ -66,7 +67,7 @@ def test_step_tasks_are_launched_in_the_background_of_the_agent_pass(service, tm
     LAUNCH_WORKERS threads and returns; a later pass records them RUNNING."""
     import threading
 
-    from batchd import launcher
+    from batchd.node import launcher
 
     store = service.store
     store.update_job(14, allocation={"n1": {"tasks": 8, "gpus": [], "cpus": 8, "memory_mb": 100}})

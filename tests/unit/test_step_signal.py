@@ -2,7 +2,7 @@
 
 import pytest
 
-from batchd.steprunner import STEP_LIMIT_PAD_S, step_signal
+from batchd.node.steprunner import STEP_LIMIT_PAD_S, step_signal
 
 SIG = {"signal": 10, "time_s": 60}
 

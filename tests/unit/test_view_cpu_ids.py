@@ -1,7 +1,7 @@
 """JOB_VIEW `cpu_ids`: {node: Slurm range form} of the allocation's CPU ids; allocations made
 before CPU ids existed give no entry."""
 
-from batchd.views import cpu_id_ranges
+from batchd.server.views import cpu_id_ranges
 
 
 def test_ranges_per_node():

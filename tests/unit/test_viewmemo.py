@@ -1,4 +1,4 @@
-"""batchd.viewmemo: views kept by row never go stale, stay bounded, and a reply holding
+"""batchd.server.viewmemo: views kept by row never go stale, stay bounded, and a reply holding
 them encodes byte for byte as json.dumps would."""
 
 import json
@@ -6,7 +6,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batchd.viewmemo import ViewList, ViewMemo, dumps
+from batchd.server.viewmemo import ViewList, ViewMemo, dumps
 
 STATE = 1  # the state's column in the rows below: (id, state, reason)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from batchd.service import Service
+from batchd.server.service import Service
 from tests.refstore import reference_store
 
 

@@ -16,10 +16,10 @@ from typing import Any
 
 from wire_helpers import spec
 
-from batchd import steps
-from batchd.controller import Controller
+from batchd.control.controller import Controller
 from batchd.model import UsageRec
-from batchd.service import Caller, Service
+from batchd.server import steps
+from batchd.server.service import Caller, Service
 from batchd.store import Store
 from tests.refstore import reference_store
 

@@ -9,7 +9,7 @@ import pytest
 from wire_helpers import ME, spec
 
 from batchd.errors import BatchdError
-from batchd.service import Service
+from batchd.server.service import Service
 from tests.refstore import reference_store
 
 

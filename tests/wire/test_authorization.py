@@ -9,9 +9,10 @@ import pytest
 from endpoint_cases import ADMIN, CASES, OTHER, OWNER, make_world
 from wire_helpers import call
 
-from batchd import accounts, protocol, steps
+from batchd import protocol
 from batchd.accounting import routes
 from batchd.errors import InvalidRequest, PermissionDenied
+from batchd.server import accounts, steps
 
 WHO = {(e[0], e[1]): e[6] for e in protocol.ENDPOINTS}
 DENIED = ("Access/permission denied", "Invalid user id")

@@ -14,8 +14,8 @@ import psycopg.errors as pg
 import pytest
 from sqlalchemy import exc as sa
 
-from batchd import api
-from batchd.service import Caller
+from batchd.server import api
+from batchd.server.service import Caller
 
 
 def wrapped(cls, orig):

@@ -1,6 +1,6 @@
 """batchd/protocol.py's ENDPOINTS is the protocol that runs: every route api.py registers
 is in the table and every endpoint of the table is a route, with the handler it names;
-the request and reply rules are built from the shapes it names (batchd/messages.py); its
+the request and reply rules are built from the shapes it names (batchd/server/messages.py); its
 prose names every endpoint; and real replies, from the service called in-process on a
 small store, carry exactly the keys their shapes declare (no undeclared key, every
 required key), views inside them included."""
@@ -16,8 +16,9 @@ import pytest
 from endpoint_cases import ADMIN, CASES, make_world
 from wire_helpers import call
 
-from batchd import api, messages, protocol, wire_replies, wire_requests
-from batchd.wire import Either, Obj, check
+from batchd import protocol
+from batchd.server import api, messages, wire_replies, wire_requests
+from batchd.server.wire import Either, Obj, check
 
 ENDPOINTS = {(e[0], e[1]): e for e in protocol.ENDPOINTS}
 

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from wire_helpers import ME, call, spec
 
-from batchd import api
-from batchd.wire_requests import JOB_SPEC, REQUESTS
+from batchd.server import api
+from batchd.server.wire_requests import JOB_SPEC, REQUESTS
 
 ROUTES = sorted(REQUESTS)
 

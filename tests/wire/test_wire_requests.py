@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 from wire_helpers import call, spec
 
-from batchd import api, hostlist, wire_replies, wire_requests
-from batchd.filepattern import expand_pattern
-from batchd.wire import SIGRTMAX, TOO_LONG, WireError, check
+from batchd.server import api, wire_replies, wire_requests
+from batchd.server.wire import SIGRTMAX, TOO_LONG, WireError, check
+from batchd.slurm import hostlist
+from batchd.slurm.filepattern import expand_pattern
 
 
 def test_every_route_has_a_request_and_a_reply_schema():
@@ -218,7 +219,7 @@ def test_hostlist_expand_is_bounded():
 
 
 def test_rule_messages():
-    from batchd.wire_requests import JOB_SPEC
+    from batchd.server.wire_requests import JOB_SPEC
 
     with pytest.raises(WireError, match=r"^spec.cpus_per_task: must be an integer >= 1 \(got -8\)$"):
         check(JOB_SPEC, {"cpus_per_task": -8}, "spec")

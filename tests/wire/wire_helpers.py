@@ -7,8 +7,8 @@ import json
 import os
 from pathlib import Path
 
-from batchd import api
-from batchd.service import Caller, Service
+from batchd.server import api
+from batchd.server.service import Caller, Service
 
 ME = Caller(uid=os.getuid(), gid=os.getgid())
 

@@ -1,0 +1,86 @@
+"""Efficiency sampling of the runs on this agent's nodes: CPU (psutil over the run's
+process tree) and, where NVML serves a node, its GPUs' utilisation and memory, at most
+once per `[accounting] sample_interval_s` per run, stored through
+`batchd.accounting.efficiency.record_sample`.
+
+A failed sample is logged (warning) and never disturbs the job or the agent's pass.
+What it keeps per run (the time of its last sample, its processes' last CPU readings) is
+dropped when the run ends (`forget`) and, should an end go unseen (the store ended the run
+elsewhere), at the agent's next pass (`retain`): it never outgrows the running jobs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from batchd.config import Config
+from batchd.model import Job
+from batchd.store import Store
+
+if TYPE_CHECKING:
+    from batchd.accounting.efficiency import CpuReadings
+
+log = logging.getLogger(__name__)
+
+
+class RunSampler:
+    """Samples the running jobs of `nodes`; one per node agent, which calls `sample`
+    on each pass, `forget` when a run ends and `retain` with the runs still running."""
+
+    def __init__(self, cfg: Config, store: Store, nodes: set[str]):
+        self.cfg = cfg
+        self.store = store
+        self.nodes = nodes
+        self._last: dict[tuple[int, int], float] = {}  # (job id, run) -> time of its last sample
+        self._cpu: dict[tuple[int, int], CpuReadings] = {}  # (job id, run) -> its processes' readings
+        self._gpu_sampler: Any = None
+        if any(cfg.node(n).gpus == "nvml" for n in nodes):
+            from batchd.node.gpusample import GpuSampler
+
+            self._gpu_sampler = GpuSampler()
+
+    def sample(self, j: Job, pid: int) -> None:
+        """Every `[accounting] sample_interval_s`: the run's CPU (psutil over its process
+        tree) and, where NVML serves the node, its GPUs' utilisation and memory."""
+        interval = self.cfg.sample_interval_s
+        key = (j.id, j.restarts)
+        now = time.time()
+        if interval <= 0 or not pid or now - self._last.get(key, 0.0) < interval:
+            return
+        self._last[key] = now
+        from batchd.accounting.efficiency import record_sample, sample_job
+
+        devices = self._gpu_uuids(j) if self._gpu_sampler is not None else None
+        readings = self._cpu.setdefault(key, {})
+        try:
+            record_sample(self.store, j.id, j.restarts,
+                          sample_job([pid], devices=devices, gpu_sampler=self._gpu_sampler, now=now,
+                                     readings=readings))
+        except Exception as e:  # sampling never disturbs the job or the agent
+            log.warning("sample failed job_id=%s error=%s", j.id, e)
+
+    def _gpu_uuids(self, j: Job) -> list[str]:
+        """UUIDs of the devices (or MIG instances) the job holds on this agent's nodes."""
+        out: list[str] = []
+        inv = {n.name: n.gpus for n in self.store.list_nodes() if n.name in self.nodes}
+        for node, a in (j.allocation or {}).items():
+            by_index = {g.get("index"): g.get("uuid") for g in inv.get(node, []) if "index" in g}
+            for g in a.get("gpus", []):
+                s = str(g)
+                uuid = s.split(":", 1)[1] if ":" in s else by_index.get(int(s))
+                if uuid:
+                    out.append(uuid)
+        return out
+
+    def forget(self, job_id: int, run: int) -> None:
+        """Drop the sampling state of an ended run."""
+        self._last.pop((job_id, run), None)
+        self._cpu.pop((job_id, run), None)
+
+    def retain(self, live: set[tuple[int, int]]) -> None:
+        """Keep the sampling state of the runs in `live` (job id, run) only."""
+        for d in (self._last, self._cpu):
+            for key in [k for k in d if k not in live]:
+                del d[key]
