@@ -6,8 +6,8 @@ A job's `spec` (its light part: the script, environment and argv are in `job_scr
 batchd.store.jobscripts, and no view reads them) and `request` (an array task's carries
 the whole array's task list) are loaded with only the keys the caller names
 (`spec_keys`, `request_keys`): SQLite extracts them (`json_extract` with several paths
-parses each document once); PostgreSQL sends the spec as it is and drops the request's
-heavy keys from a `jsonb` copy. A key stored as JSON null is left out, as
+parses each document once); PostgreSQL sends the documents as they are, but drops the
+heavy keys of a long request (an older record's task list) from a `jsonb` copy. A key stored as JSON null is left out, as
 a missing key: the views read both alike (`.get`). A spec or request that is not a
 JSON object (a malformed record) is loaded whole, for the views' fallbacks.
 """
@@ -40,6 +40,8 @@ from batchd.model import Job, UsageRec
 from batchd.store import Store
 from batchd.store.tables import JobRow, UsageRecord
 
+#: a document longer than this (characters) has its heavy keys dropped by PostgreSQL (`_extract`)
+_LONG = 4096
 #: request keys PostgreSQL drops before sending the rest (the rest is filtered to the keys asked)
 _HEAVY_REQUEST_KEYS = ("array_task_ids",)
 #: Job fields loaded as they are (all but spec, request and the ones no view reads)
@@ -141,10 +143,14 @@ def _extract(store: Store, col: Any, keys: Sequence[str], heavy: Sequence[str], 
     if not heavy:  # the document as it is: a jsonb copy would parse it for nothing
         return [literal_column("NULL").label(f"{label}_vals"),
                 literal_column(f"{name}::text", String).label(f"{label}_raw")]
+    # the heavy keys dropped from a jsonb copy only where the document is long: the copy
+    # parses the whole document (a 600-byte request: 19 ms per 1,000 rows, against 4 ms
+    # sent as it is); `_document` keeps only `keys` of what comes. A heavy key is long
+    # (older records' array task lists), and the text's length costs no parse.
     drop = "{" + ",".join(heavy) + "}"
     return [literal_column("NULL").label(f"{label}_vals"),
-            literal_column(f"CASE WHEN jsonb_typeof({name}::jsonb) = 'object' THEN "
-                           f"({name}::jsonb - '{drop}'::text[])::text ELSE {name}::text END",
+            literal_column(f"CASE WHEN length({name}::text) > {_LONG} AND jsonb_typeof({name}::jsonb) = 'object' "
+                           f"THEN ({name}::jsonb - '{drop}'::text[])::text ELSE {name}::text END",
                            String).label(f"{label}_raw")]
 
 
