@@ -74,6 +74,19 @@ def db_url(request, tmp_path):
             c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+
+@pytest.fixture
+def store(db_url):
+    """A Store on a migrated empty database of each backend (`db_url`)."""
+    from batchd.store import Store
+    from batchd.store.migrate import upgrade
+
+    s = Store(db_url)
+    upgrade(s.engine)
+    yield s
+    s.close()
+
+
 # --- the outside-repo guard ---------------------------------------------------------------
 
 ROOT = Path(__file__).resolve().parents[1]

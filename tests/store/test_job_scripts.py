@@ -6,7 +6,6 @@ downgrade restores) the rows of a database from before it."""
 import json
 import time
 
-import pytest
 from alembic import command
 from sqlalchemy import insert, select, text
 
@@ -19,14 +18,6 @@ from batchd.store.tables import JobRow
 ENV = {f"VAR_{i}": "x" * 40 for i in range(60)}
 SPEC = {"script": "#!/bin/sh\necho hi\n", "environment": ENV, "argv": ["a", "b"], "workdir": "/srv/w",
         "nodelist": "gpu1", "name": "j"}
-
-
-@pytest.fixture
-def store(db_url):
-    s = Store(db_url)
-    upgrade(s.engine)
-    yield s
-    s.close()
 
 
 def _job(jid, **kw):

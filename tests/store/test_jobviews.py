@@ -16,7 +16,6 @@ from batchd.config import load_config
 from batchd.model import Job, UsageRec
 from batchd.server import acctrows, views
 from batchd.server.jobfilter import filter_jobs
-from batchd.store import Store
 from batchd.store.jobviews import (
     JobQuery,
     list_folded_view_jobs,
@@ -24,18 +23,9 @@ from batchd.store.jobviews import (
     list_view_jobs,
     list_view_usage,
 )
-from batchd.store.migrate import upgrade
 
 NOW = time.time()
 KEYS = (views.SPEC_KEYS, views.REQUEST_KEYS)
-
-
-@pytest.fixture
-def store(db_url):
-    s = Store(db_url)
-    upgrade(s.engine)
-    yield s
-    s.close()
 
 
 @pytest.fixture(scope="module")

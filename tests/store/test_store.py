@@ -15,14 +15,6 @@ from batchd.store.migrate import check_at_head, current_revision, head_revision,
 from batchd.store.tables import Base
 
 
-@pytest.fixture
-def store(db_url):
-    s = Store(db_url)
-    upgrade(s.engine)
-    yield s
-    s.close()
-
-
 def _job(jid, **kw):
     base = dict(id=jid, name="j", user="alice", uid=1000, gid=1000, account="default", partition="gpu",
                 qos="normal", state="PENDING", submit_time=time.time(), spec={"script": "#!/bin/sh\n"},

@@ -22,16 +22,8 @@ from batchd.store import Store
 from batchd.store import accounting as acct_sql
 from batchd.store import steps as step_sql
 from batchd.store.dberrors import DB_ERRORS
-from batchd.store.migrate import check_at_head, current_revision, upgrade
+from batchd.store.migrate import check_at_head, current_revision
 from tests.refstore import REFERENCE
-
-
-@pytest.fixture
-def store(db_url):
-    s = Store(db_url)
-    upgrade(s.engine)
-    yield s
-    s.close()
 
 
 def _job(jid: int, **kw) -> Job:
