@@ -1,20 +1,32 @@
-"""srun (inside a job): run a command as a job step on the job's nodes.
+"""srun: run a command as a job step (inside a job), or in a job of its own (outside one).
 
 Usage: srun [OPTIONS] COMMAND [ARGS...]
 
-  -n, --ntasks=N        number of tasks (default: the job's tasks; with fewer tasks
-                        than nodes, the first N nodes)
-  -N, --nodes=N         run on the job's first N nodes only
+  -n, --ntasks=N        number of tasks (inside a job, default: the job's tasks; with
+                        fewer tasks than nodes, the first N nodes)
+  -N, --nodes=N         inside a job: run on the job's first N nodes only
   -l, --label           prefix each output line with its task number
   -D, --chdir=DIR       working directory of the tasks (default: the current one)
   -h, --help            show this help
+
+Outside a job every option of sbatch applies too (see below).
 
 Each task runs through the agent of its node with SLURM_PROCID, SLURM_LOCALID,
 SLURM_NODEID and the GPUs of its node set, so `srun torchrun ...` or an MPI-style
 launch reaches every node of a multi-node job. srun waits for the step, prints the
 tasks' output in task order (`-l` prefixes each line with its task number) and exits
 with the highest task exit code, as Slurm's srun does. Ctrl-C cancels the step.
-Only inside a job: batchd's srun does not create allocations.
+
+Outside a job, srun takes sbatch's options (`--gres`, `--gpus*`, `-N`, `-n`, `-c`,
+`--mem*`, `-t`, `-A`, `-q`, `-p`, `-J`, `-D`, `--export`, ...) and creates a job that runs
+COMMAND as the user, named after it. While the job waits srun says so, as Slurm's does
+(`srun: job N queued and waiting for resources`, then `... has been allocated resources`;
+`-Q` keeps it quiet); it streams the job's stdout and stderr as they are written and exits
+with the command's exit code. Ctrl-C once says the step's state, twice within a second
+cancels the job (exit 130). With more than one task (`-n`, `-N`) the job runs the tasks as
+one step on its nodes. Not yet: stdin (the command reads /dev/null), `--pty`, and a job
+whose first node is another machine than srun's without a shared file system (srun reads
+the job's output files where they are written).
 """
 
 import os
@@ -37,6 +49,11 @@ TABLE = [
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job and argv and argv[0] not in ("-h", "--help"):
+        from batchd.cli.srun_alloc import run_outside
+
+        return run_outside(argv, __doc__)
     try:
         opts, args = parse("srun", argv, TABLE, stop_at_positional=True)
     except OptionError as e:
@@ -44,11 +61,6 @@ def main(argv=None):
     if opts.get("help") or not args:
         sys.stdout.write(__doc__)
         return 0 if opts.get("help") else 1
-    job = os.environ.get("SLURM_JOB_ID")
-    if not job:
-        sys.stderr.write("srun: error: batchd's srun runs only inside a job (SLURM_JOB_ID is not set); "
-                         "submit with sbatch\n")
-        return 1
     cwd = os.path.abspath(opts.get("chdir") or os.getcwd())
     body = {"job_id": int(job), "argv": args, "env": dict(os.environ), "cwd": cwd,
             "ntasks": int(opts["ntasks"]) if opts.get("ntasks") else None,

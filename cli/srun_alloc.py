@@ -1,0 +1,262 @@
+"""srun outside a job: create a job for COMMAND, wait for it as Slurm's srun does, and
+stream its output (see `batchd.cli.srun`'s help).
+
+The job is an ordinary batch job whose script runs COMMAND (`exec COMMAND`, or with
+several tasks `exec srun COMMAND`, a step of the job on its nodes): it is scheduled, pinned
+to its GPUs, time-limited, accounted and shown by squeue and sacct like any other, named
+after the command. Its stdout and stderr go to two files in a directory of the caller's
+own (mode 0700) that srun reads as they grow and removes at the end.
+
+Slurm's behaviour kept (recorded from a real Slurm 22.05's srun on this machine kind):
+- `srun: job N queued and waiting for resources` when the job cannot start at once, and
+  `srun: job N has been allocated resources` when it starts (both only after a wait;
+  `-Q` neither);
+- a failed task: `srun: error: NODE: task 0: Exited with exit code N`, exit N; a task
+  killed by a signal: `srun: error: NODE: task 0: Terminated` (the signal's name), exit
+  128 + the signal;
+- the first Ctrl-C: `srun: interrupt (one more within 1 sec to abort)` and the task's
+  state; a second within a second: `srun: sending Ctrl-C to StepId=...`,
+  `srun: forcing job termination`, the job cancelled, exit 130;
+- `-l`: every line of output prefixed with the task number (`0: `).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+from batchd.cli import sbatch as sb
+from batchd.cli import sbatch_opts as so
+from batchd.cli.client import DaemonError, Unreachable, request
+from batchd.cli.options import Opt, OptionError, die, parse
+
+PROG = "srun"
+#: srun's options that sbatch does not have (no argument each)
+SRUN_ONLY = (Opt("l", "label", "none", "label"), Opt("u", "unbuffered", "none", "unbuffered"))
+FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
+         "BOOT_FAIL", "DEADLINE")
+#: a pending job that waited this long (s) is reported queued even when its reason is None
+QUEUED_AFTER_S = 1.0
+POLL_S = 0.05
+
+
+def split_argv(argv: list[str]) -> tuple[list[str], dict, list[str]]:
+    """(the options for sbatch, srun's own option values, COMMAND)."""
+    try:
+        # getopt's refusals exit 255, as Slurm 22.05's srun's (recorded)
+        values, command = parse(PROG, argv, [*so.TABLE, *SRUN_ONLY], stop_at_positional=True, exit_code=255)
+    except OptionError as e:
+        die(e)
+    head = argv[:len(argv) - len(command)]
+    if head and head[-1] == "--":
+        head = head[:-1]
+    longs = {f"--{o.long}" for o in SRUN_ONLY}
+    shorts = {o.short for o in SRUN_ONLY}
+    flags = shorts | {o.short for o in so.TABLE if o.short and o.arg == "none"}
+    kept = []
+    for tok in head:
+        if tok in longs:
+            continue
+        if tok[:1] == "-" and tok[1:2] != "-" and set(tok[1:]) & shorts and set(tok[1:]) <= flags:
+            # a cluster of flags (-lQ): srun's own out, sbatch's kept
+            rest = "".join(c for c in tok[1:] if c not in shorts)
+            if rest:
+                kept.append("-" + rest)
+            continue
+        kept.append(tok)
+    return kept, values, command
+
+
+def _tasks(values: dict) -> int:
+    def num(key: str) -> int:
+        v = str(values.get(key) or "1").split("-")[-1]
+        return int(v) if v.isdigit() else 1
+    return max(num("ntasks"), num("nodes") * num("ntasks_per_node"), num("nodes"))
+
+
+def build(argv: list[str], environ: dict[str, str], outdir: str) -> tuple[dict, dict, list[str]]:
+    """(JOB_SPEC, srun's values, COMMAND) for an srun command line outside a job."""
+    opts, values, command = split_argv(argv)
+    if not command:
+        sys.stderr.write(f"{PROG}: fatal: No command given to execute.\n")
+        sys.exit(1)
+    if values.get("wrap") is not None or values.get("array") is not None:
+        bad = "--wrap" if values.get("wrap") is not None else "--array"
+        sys.stderr.write(f"{PROG}: unrecognized option '{bad}'\nTry \"srun --help\" for more information\n")
+        sys.exit(1)
+    several = _tasks(values) > 1
+    if several:  # the tasks as one step of the job, on its nodes (batchd's srun inside the job)
+        here = shutil.which("srun", path=os.path.dirname(os.path.abspath(sys.argv[0])) or None) or "srun"
+        wrap = "exec " + shlex.join([here, *(["-l"] if values.get("label") else []), *command])
+    else:
+        wrap = "exec " + shlex.join(command)
+    extra = ["--wrap", wrap]
+    if values.get("name") is None:
+        extra += ["-J", os.path.basename(command[0]) or "srun"]
+    if values.get("output") is None:
+        extra += ["-o", os.path.join(outdir, "out")]
+    if values.get("error") is None:
+        extra += ["-e", os.path.join(outdir, "err")]
+    # srun reads SLURM_* and SRUN_* input variables, not sbatch's SBATCH_*
+    env = {k: v for k, v in environ.items() if not k.startswith("SBATCH_")}
+    sb.PROG = PROG  # sbatch's refusals, in srun's name
+    spec, _merged = sb.build([*opts, *extra], env)
+    return spec, values, command
+
+
+class Stream:
+    """One output file of the job, copied to `out` as it grows (`label`: per line)."""
+
+    def __init__(self, path: str, out, label: str | None):
+        self.path, self.out, self.label = path, out, label
+        self.pos = 0
+        self.partial = b""
+
+    def pump(self, final: bool = False) -> None:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.pos)
+                data = f.read()
+        except OSError:
+            data = b""
+        self.pos += len(data)
+        if self.label is not None:
+            data = self.partial + data
+            lines = data.split(b"\n")
+            self.partial = lines.pop()
+            if final and self.partial:
+                lines.append(self.partial)
+                self.partial = b""
+            data = b"".join(self.label.encode() + line + b"\n" for line in lines)
+        if data:
+            self.out.buffer.write(data)
+            self.out.flush()
+
+
+def submit(spec: dict) -> int:
+    """Store the job (a fresh submission token: a lost reply is recovered as sbatch's is);
+    its id. A refusal is Slurm's srun line (`Unable to allocate resources: ...`), exit 1."""
+    from batchd.cli.client import new_submit_token, submit_job
+
+    try:
+        reply, _lost = submit_job(dict(spec, submit_token=new_submit_token()), request)
+    except Unreachable as e:
+        sys.stderr.write(f"{PROG}: error: {e}\n")
+        sys.exit(1)
+    except (OSError, ValueError) as e:
+        sys.stderr.write(f"{PROG}: error: Unable to allocate resources: the batchd daemon did not answer ({e})\n")
+        sys.exit(1)
+    except DaemonError as e:
+        sys.stderr.write(f"{PROG}: error: Unable to allocate resources: {e.message}\n")
+        sys.exit(e.exit_code or 1)
+    return int(reply["job_id"])
+
+
+def _view(job_id: int) -> dict | None:
+    try:
+        jobs = request("GET", "/v1/jobs", query={"ids": str(job_id), "all": "1"}).get("jobs", [])
+    except (DaemonError, Unreachable):
+        return None
+    return next((j for j in jobs if str(j.get("id")) == str(job_id)), None)
+
+
+def _cancel(job_id: int) -> None:
+    try:
+        request("POST", "/v1/jobs/signal", {"ids": [str(job_id)]})
+    except (DaemonError, Unreachable) as e:
+        sys.stderr.write(f"{PROG}: error: could not cancel job {job_id}: {e}\n")
+
+
+def _exit(view: dict, several: bool, quiet_signal: bool = False) -> int:
+    code, _, sig = str(view.get("exit_code") or "0:0").partition(":")
+    status = int(code) if code.isdigit() else 0
+    signum = int(sig) if sig.isdigit() else 0
+    node = (view.get("batch_host") or view.get("node_list") or "").split(",")[0]
+    if signum:
+        if not several and not quiet_signal:  # not after Ctrl-C twice (srun said why)
+            try:
+                name = signal.strsignal(signum) or f"signal {signum}"
+            except ValueError:
+                name = f"signal {signum}"
+            sys.stderr.write(f"{PROG}: error: {node}: task 0: {name}\n")
+        return 128 + signum
+    if status:
+        if not several:  # the inner srun said it for each task
+            sys.stderr.write(f"{PROG}: error: {node}: task 0: Exited with exit code {status}\n")
+        return status
+    return 0 if view.get("state") == "COMPLETED" else 1
+
+
+def run_outside(argv: list[str], doc: str) -> int:
+    outdir = tempfile.mkdtemp(prefix="batchd-srun-")  # 0700, the caller's
+    try:
+        return _run(argv, outdir)
+    finally:
+        shutil.rmtree(outdir, ignore_errors=True)
+
+
+def _run(argv: list[str], outdir: str) -> int:
+    spec, values, _command = build(argv, dict(os.environ), outdir)
+    quiet = bool(values.get("quiet"))
+    several = _tasks(values) > 1
+    job_id = submit(spec)
+    label = None if several or not values.get("label") else "0: "
+    streams = [Stream(str(spec.get("output") or ""), sys.stdout, label),
+               Stream(str(spec.get("error") or ""), sys.stderr, label)]
+    streams = [s for s in streams if s.path.startswith(outdir + os.sep)]
+    interrupts: list[float] = []
+    abort = False
+
+    def on_int(_signum, _frame):
+        nonlocal abort
+        now = time.monotonic()
+        if interrupts and now - interrupts[-1] <= 1.0:
+            sys.stderr.write(f"{PROG}: sending Ctrl-C to StepId={job_id}.batch\n"
+                             f"{PROG}: forcing job termination\n")
+            abort = True
+            return
+        interrupts.append(now)
+        v = _view(job_id) or {}
+        sys.stderr.write(f"{PROG}: interrupt (one more within 1 sec to abort)\n"
+                         f"{PROG}: StepId={job_id}.batch task 0: {str(v.get('state', 'unknown')).lower()}\n")
+
+    def on_term(_signum, _frame):
+        nonlocal abort
+        abort = True
+
+    signal.signal(signal.SIGINT, on_int)
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGHUP, on_term)
+    t0 = time.monotonic()
+    queued = allocated = cancelled = False
+    view: dict | None = None
+    while True:
+        if abort and not cancelled:
+            _cancel(job_id)
+            cancelled = True
+        view = _view(job_id) or view
+        state = (view or {}).get("state", "PENDING")
+        if state == "PENDING" and not queued and (
+                (view or {}).get("reason") not in (None, "None")
+                or time.monotonic() - t0 >= QUEUED_AFTER_S):
+            queued = True
+            if not quiet:
+                sys.stderr.write(f"{PROG}: job {job_id} queued and waiting for resources\n")
+        if state != "PENDING" and queued and not allocated:
+            allocated = True
+            if not quiet:
+                sys.stderr.write(f"{PROG}: job {job_id} has been allocated resources\n")
+        for s in streams:
+            s.pump()
+        if state in FINAL:
+            break
+        time.sleep(POLL_S)
+    for s in streams:
+        s.pump(final=True)
+    rc = _exit(view or {}, several, quiet_signal=abort and bool(interrupts))
+    return 130 if abort and interrupts else rc
