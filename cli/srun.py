@@ -24,9 +24,9 @@ COMMAND as the user, named after it. While the job waits srun says so, as Slurm'
 `-Q` keeps it quiet); it streams the job's stdout and stderr as they are written and exits
 with the command's exit code. Ctrl-C once says the step's state, twice within a second
 cancels the job (exit 130). With more than one task (`-n`, `-N`) the job runs the tasks as
-one step on its nodes. Not yet: stdin (the command reads /dev/null), `--pty`, and a job
-whose first node is another machine than srun's without a shared file system (srun reads
-the job's output files where they are written).
+one step on its nodes. stdin goes to task 0. Not yet: `--pty`, and a job whose first
+node is another machine than srun's without a shared file system (srun reads the job's
+output files where they are written).
 """
 
 import os

@@ -17,17 +17,21 @@ Slurm's behaviour kept (recorded from a real Slurm 22.05's srun on this machine 
 - the first Ctrl-C: `srun: interrupt (one more within 1 sec to abort)` and the task's
   state; a second within a second: `srun: sending Ctrl-C to StepId=...`,
   `srun: forcing job termination`, the job cancelled, exit 130;
-- `-l`: every line of output prefixed with the task number (`0: `).
+- `-l`: every line of output prefixed with the task number (`0: `);
+- stdin goes to task 0 (here: the job's input is a FIFO in that directory, which srun
+  feeds once the job opens it).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shlex
 import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 
 from batchd.cli import sbatch as sb
@@ -102,11 +106,56 @@ def build(argv: list[str], environ: dict[str, str], outdir: str) -> tuple[dict, 
         extra += ["-o", os.path.join(outdir, "out")]
     if values.get("error") is None:
         extra += ["-e", os.path.join(outdir, "err")]
+    if values.get("input") is None and not several and stdin_forwarded():
+        fifo = os.path.join(outdir, "in")
+        os.mkfifo(fifo, 0o600)
+        extra += ["-i", fifo]
     # srun reads SLURM_* and SRUN_* input variables, not sbatch's SBATCH_*
     env = {k: v for k, v in environ.items() if not k.startswith("SBATCH_")}
     sb.PROG = PROG  # sbatch's refusals, in srun's name
     spec, _merged = sb.build([*opts, *extra], env)
     return spec, values, command
+
+
+def stdin_forwarded() -> bool:
+    """Whether srun passes its stdin to the task: a pipe or file always, a terminal only
+    while srun is in its foreground (a read from it in the background would stop srun)."""
+    try:
+        if not os.isatty(0):
+            os.fstat(0)  # open at all
+            return True
+        return os.tcgetpgrp(0) == os.getpgrp()
+    except OSError:
+        return False
+
+
+def feed_stdin(fifo: str, done: threading.Event) -> None:
+    """Copy srun's stdin into the job's input FIFO once the job opens it, then close it (the
+    job reads EOF). A later run of the job (requeued) that opens it again reads EOF at once."""
+    copied = False
+    while not done.is_set():
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as e:
+            if e.errno != errno.ENXIO:  # ENXIO: no reader yet
+                return
+            done.wait(POLL_S)
+            continue
+        try:
+            if not copied:
+                copied = True
+                os.set_blocking(fd, True)
+                while True:
+                    data = os.read(0, 65536)
+                    if not data:
+                        break
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view):]
+        except OSError:  # the task closed its stdin (EPIPE), or srun's stdin failed
+            pass
+        finally:
+            os.close(fd)
 
 
 class Stream:
@@ -209,6 +258,10 @@ def _run(argv: list[str], outdir: str) -> int:
     streams = [Stream(str(spec.get("output") or ""), sys.stdout, label),
                Stream(str(spec.get("error") or ""), sys.stderr, label)]
     streams = [s for s in streams if s.path.startswith(outdir + os.sep)]
+    done = threading.Event()
+    fifo = str(spec.get("input") or "")
+    if fifo.startswith(outdir + os.sep):
+        threading.Thread(target=feed_stdin, args=(fifo, done), daemon=True, name="srun-stdin").start()
     interrupts: list[float] = []
     abort = False
 
@@ -256,6 +309,7 @@ def _run(argv: list[str], outdir: str) -> int:
         if state in FINAL:
             break
         time.sleep(POLL_S)
+    done.set()
     for s in streams:
         s.pump(final=True)
     rc = _exit(view or {}, several, quiet_signal=abort and bool(interrupts))

@@ -108,3 +108,12 @@ def test_refusals_are_srun_s(cluster):
     big = cluster.run("srun", "--gres=gpu:9", "true", check=False)
     assert big.returncode == 1
     assert big.stderr == "srun: error: Unable to allocate resources: Requested node configuration is not available\n"
+
+
+def test_stdin_goes_to_the_task(cluster):
+    r = cluster.run("srun", "-l", "cat", input="a\nb\n")
+    assert r.stdout == "0: a\n0: b\n"
+    # a task that never reads its stdin: srun ends with it, whatever waits on the pipe
+    p = subprocess.Popen(f"yes | {BIN / 'srun'} true", shell=True, env=cluster.env, cwd=cluster.root,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.wait(timeout=30) == 0
