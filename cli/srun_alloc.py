@@ -253,24 +253,19 @@ def _run(argv: list[str], outdir: str) -> int:
     spec, values, _command = build(argv, dict(os.environ), outdir)
     quiet = bool(values.get("quiet"))
     several = _tasks(values) > 1
-    job_id = submit(spec)
-    label = None if several or not values.get("label") else "0: "
-    streams = [Stream(str(spec.get("output") or ""), sys.stdout, label),
-               Stream(str(spec.get("error") or ""), sys.stderr, label)]
-    streams = [s for s in streams if s.path.startswith(outdir + os.sep)]
-    done = threading.Event()
-    fifo = str(spec.get("input") or "")
-    if fifo.startswith(outdir + os.sep):
-        threading.Thread(target=feed_stdin, args=(fifo, done), daemon=True, name="srun-stdin").start()
     interrupts: list[float] = []
     abort = False
+    job_id: int | None = None
 
     def on_int(_signum, _frame):
         nonlocal abort
         now = time.monotonic()
-        if interrupts and now - interrupts[-1] <= 1.0:
-            sys.stderr.write(f"{PROG}: sending Ctrl-C to StepId={job_id}.batch\n"
-                             f"{PROG}: forcing job termination\n")
+        if job_id is None or interrupts and now - interrupts[-1] <= 1.0:
+            # before the job exists, once is enough: it is cancelled as soon as it does
+            if job_id is not None:
+                sys.stderr.write(f"{PROG}: sending Ctrl-C to StepId={job_id}.batch\n")
+            sys.stderr.write(f"{PROG}: forcing job termination\n")
+            interrupts.append(now)
             abort = True
             return
         interrupts.append(now)
@@ -282,9 +277,19 @@ def _run(argv: list[str], outdir: str) -> int:
         nonlocal abort
         abort = True
 
+    # before the submission: a signal that comes while it is sent is not lost
     signal.signal(signal.SIGINT, on_int)
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGHUP, on_term)
+    job_id = submit(spec)
+    label = None if several or not values.get("label") else "0: "
+    streams = [Stream(str(spec.get("output") or ""), sys.stdout, label),
+               Stream(str(spec.get("error") or ""), sys.stderr, label)]
+    streams = [s for s in streams if s.path.startswith(outdir + os.sep)]
+    done = threading.Event()
+    fifo = str(spec.get("input") or "")
+    if fifo.startswith(outdir + os.sep):
+        threading.Thread(target=feed_stdin, args=(fifo, done), daemon=True, name="srun-stdin").start()
     t0 = time.monotonic()
     queued = allocated = cancelled = False
     view: dict | None = None
