@@ -44,8 +44,6 @@ PROG = "srun"
 SRUN_ONLY = (Opt("l", "label", "none", "label"), Opt("u", "unbuffered", "none", "unbuffered"))
 FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
          "BOOT_FAIL", "DEADLINE")
-#: a pending job that waited this long (s) is reported queued even when its reason is None
-QUEUED_AFTER_S = 1.0
 POLL_S = 0.05
 
 
@@ -290,7 +288,6 @@ def _run(argv: list[str], outdir: str) -> int:
     fifo = str(spec.get("input") or "")
     if fifo.startswith(outdir + os.sep):
         threading.Thread(target=feed_stdin, args=(fifo, done), daemon=True, name="srun-stdin").start()
-    t0 = time.monotonic()
     queued = allocated = cancelled = False
     view: dict | None = None
     while True:
@@ -299,9 +296,9 @@ def _run(argv: list[str], outdir: str) -> int:
             cancelled = True
         view = _view(job_id) or view
         state = (view or {}).get("state", "PENDING")
-        if state == "PENDING" and not queued and (
-                (view or {}).get("reason") not in (None, "None")
-                or time.monotonic() - t0 >= QUEUED_AFTER_S):
+        # waiting once a cycle has looked at the job and given it a reason to wait (a job the
+        # next cycle starts was never queued, as Slurm's immediate allocation is not)
+        if state == "PENDING" and not queued and (view or {}).get("reason") not in (None, "None"):
             queued = True
             if not quiet:
                 sys.stderr.write(f"{PROG}: job {job_id} queued and waiting for resources\n")
