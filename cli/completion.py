@@ -22,7 +22,7 @@ import re
 
 from batchd.cli.helpfmt import summary as command_summary
 
-SLURM = ("sbatch", "srun", "squeue", "scancel", "scontrol", "sacct", "sinfo", "sshare", "sprio", "sreport", "sacctmgr")
+SLURM = ("sbatch", "srun", "salloc", "squeue", "scancel", "scontrol", "sacct", "sinfo", "sshare", "sprio", "sreport", "sacctmgr")
 LSF = ("bsub", "bjobs", "bkill")
 # command -> module under batchd.cli holding its option table (when not the command's own)
 TABLE_MODULE = {"sbatch": "sbatch_opts"}

@@ -24,6 +24,11 @@ _batchd_cmd_srun() {
 }
 complete -o default -F _batchd_cmd_srun srun
 
+_batchd_cmd_salloc() {
+    _batchd_simple "-A -c -D --gpus --gres --help -J --mem -N -n -p -Q -q -t"
+}
+complete -o default -F _batchd_cmd_salloc salloc
+
 _batchd_cmd_squeue() {
     _batchd_simple "-A --account -a --all -h --noheader --help -i --iterate -j --jobs --json -l --long --me -n --name --noconvert -o --format -O --Format -p --partition -q --qos -r --array -S --sort -s --steps --start -t --states -u --user --usage -v --verbose -V --version -w --nodelist"
 }

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: where a dotted module's file is (setuptools' package-dir: cli/ and migrations/ install
 #: as batchd.cli and batchd.migrations)
 PACKAGE_DIRS = {"batchd.cli": ROOT / "cli", "batchd.migrations": ROOT / "migrations", "batchd": ROOT / "batchd"}
-SLURM_COMMANDS = ("sbatch", "squeue", "scancel", "sacct", "sinfo", "scontrol", "sshare", "sprio", "sreport",
+SLURM_COMMANDS = ("sbatch", "salloc", "squeue", "scancel", "sacct", "sinfo", "scontrol", "sshare", "sprio", "sreport",
                   "sacctmgr", "srun", "bsub", "bjobs", "bkill")
 #: standard-library and third-party modules that reach the world outside the process's memory
 IO_MODULES = {"os", "io", "sys", "subprocess", "socket", "select", "selectors", "signal", "threading",
