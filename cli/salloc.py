@@ -2,8 +2,23 @@
 
 Usage: salloc [OPTIONS] [COMMAND [ARGS...]]
 
-Takes sbatch's options (`--gres`, `--gpus*`, `-N`, `-n`, `-c`, `--mem*`, `-t`, `-A`, `-q`,
-`-p`, `-J`, `-D`, ...). It waits for the allocation, saying so as Slurm's salloc does
+  -A, --account=NAME    charge the allocation to this account
+  -c, --cpus-per-task=N  CPUs per task
+  -D, --chdir=DIR       run COMMAND in DIR
+  -G, --gpus=N          GPUs of the allocation
+  --gres=LIST           generic resources, e.g. gpu:h200:2 or gpu:1g.24gb:1
+  -J, --job-name=NAME   the allocation's name (default: interactive)
+  --mem=SIZE            memory per node
+  -N, --nodes=N         number of nodes
+  -n, --ntasks=N        number of tasks
+  -p, --partition=NAME  partition
+  -Q, --quiet           errors only, no progress messages
+  -q, --qos=NAME        quality of service
+  -t, --time=TIME       time limit
+  -h, --help            show this help
+
+Every other option of sbatch is taken too. salloc waits for the allocation, saying so as
+Slurm's salloc does
 (`salloc: Pending job allocation N`, `salloc: job N queued and waiting for resources`,
 `... has been allocated resources`, `salloc: Granted job allocation N`; `-Q` only errors),
 then runs COMMAND where salloc was typed with SLURM_JOB_ID and the allocation's variables:
@@ -37,6 +52,10 @@ from batchd.cli.options import OptionError, die, parse
 from batchd.cli.srun_alloc import FINAL, submit
 
 PROG = "salloc"
+#: the options the help describes (the reference and the completions read it); salloc
+#: parses every option of sbatch's table
+TABLE = [o for o in so.TABLE if o.long in ("account", "cpus-per-task", "chdir", "gpus", "gres", "job-name", "mem",
+                                           "nodes", "ntasks", "partition", "quiet", "qos", "time", "help")]
 POLL_S = 0.1
 HOLDER = 'read rc < "$1" 2>/dev/null; exit "${rc:-1}"'
 
