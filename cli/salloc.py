@@ -34,10 +34,8 @@ at the end (the job's first node must be this machine or share its /tmp).
 
 from __future__ import annotations
 
-import errno
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -45,11 +43,18 @@ import tempfile
 import threading
 import time
 
-from batchd.cli import sbatch as sb
 from batchd.cli import sbatch_opts as so
-from batchd.cli.client import DaemonError, Unreachable, request
 from batchd.cli.options import OptionError, die, parse
-from batchd.cli.srun_alloc import FINAL, submit
+from batchd.cli.srun_alloc import (
+    FINAL,
+    cancel,
+    job_spec,
+    job_view,
+    open_for_writing,
+    option_words,
+    refuse_batch_only,
+    submit,
+)
 
 PROG = "salloc"
 #: the options the help describes (the reference and the completions read it); salloc
@@ -58,14 +63,6 @@ TABLE = [o for o in so.TABLE if o.long in ("account", "cpus-per-task", "chdir", 
                                            "nodes", "ntasks", "partition", "quiet", "qos", "time", "help")]
 POLL_S = 0.1
 HOLDER = 'read rc < "$1" 2>/dev/null; exit "${rc:-1}"'
-
-
-def _view(job_id: int) -> dict | None:
-    try:
-        jobs = request("GET", "/v1/jobs", query={"ids": str(job_id), "all": "1"}).get("jobs", [])
-    except (DaemonError, Unreachable):
-        return None
-    return next((j for j in jobs if str(j.get("id")) == str(job_id)), None)
 
 
 def allocation_env(view: dict, spec: dict) -> dict[str, str]:
@@ -95,47 +92,19 @@ def build(argv: list[str], environ: dict[str, str], fifo: str) -> tuple[dict, di
     if values.get("help") or values.get("usage"):
         sys.stdout.write(__doc__)
         sys.exit(0)
-    head = argv[:len(argv) - len(command)]
-    if head and head[-1] == "--":
-        head = head[:-1]
-    if values.get("wrap") is not None or values.get("array") is not None:
-        bad = "--wrap" if values.get("wrap") is not None else "--array"
-        sys.stderr.write(f"{PROG}: unrecognized option '{bad}'\nTry \"salloc --help\" for more information\n")
-        sys.exit(1)
+    refuse_batch_only(PROG, values)
     if not command:
         command = [environ.get("SHELL") or "/bin/sh"]
     extra = ["--wrap", shlex.join(["sh", "-c", HOLDER, "holder", fifo]), "-o", "/dev/null", "-e", "/dev/null"]
     if values.get("name") is None:
         extra += ["-J", "interactive"]
-    env = {k: v for k, v in environ.items() if not k.startswith("SBATCH_")}
-    sb.PROG = PROG
-    spec, _merged = sb.build([*head, *extra], env)
-    return spec, values, command
-
-
-def _open_writer(fifo: str, job_id: int, stop: threading.Event) -> int | None:
-    """The FIFO's write end, once the job's holder has opened it to read; None if the job
-    ended first."""
-    while not stop.is_set():
-        try:
-            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError as e:
-            if e.errno != errno.ENXIO:
-                return None
-        v = _view(job_id)
-        if v is not None and v.get("state") in FINAL:
-            return None
-        time.sleep(POLL_S)
-    return None
+    return job_spec(PROG, [*option_words(argv, command), *extra], environ), values, command
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    outdir = tempfile.mkdtemp(prefix="batchd-salloc-")  # 0700, the caller's
-    try:
+    with tempfile.TemporaryDirectory(prefix="batchd-salloc-", ignore_cleanup_errors=True) as outdir:  # 0700
         return _run(argv, outdir)
-    finally:
-        shutil.rmtree(outdir, ignore_errors=True)
 
 
 def _run(argv: list[str], outdir: str) -> int:
@@ -160,10 +129,10 @@ def _run(argv: list[str], outdir: str) -> int:
     view: dict | None = None
     while True:
         if interrupted.is_set():
-            _cancel(job_id)
+            cancel(job_id)
             say(f"Job allocation {job_id} has been revoked.")
             return 1
-        view = _view(job_id) or view
+        view = job_view(job_id) or view
         state = (view or {}).get("state", "PENDING")
         if state == "PENDING" and not queued and (view or {}).get("reason") not in (None, "None"):
             queued = True
@@ -178,8 +147,16 @@ def _run(argv: list[str], outdir: str) -> int:
     if queued:
         say(f"job {job_id} has been allocated resources")
     say(f"Granted job allocation {job_id}")
+
+    def job_running() -> bool:  # while the job's holder has not opened the FIFO yet
+        v = job_view(job_id)
+        if v is not None and v.get("state") in FINAL:
+            return False
+        time.sleep(POLL_S)
+        return True
+
     stop = threading.Event()
-    fd = _open_writer(fifo, job_id, stop)
+    fd = open_for_writing(fifo, job_running)
     if fd is None:
         say(f"Job allocation {job_id} has been revoked.")
         return 1
@@ -198,7 +175,7 @@ def _run(argv: list[str], outdir: str) -> int:
 
     def watch():
         while proc.poll() is None and not stop.wait(0.5):
-            v = _view(job_id)
+            v = job_view(job_id)
             if v is not None and v.get("state") in FINAL:
                 revoked.set()
                 say(f"Job allocation {job_id} has been revoked.")
@@ -222,18 +199,11 @@ def _run(argv: list[str], outdir: str) -> int:
     if not revoked.is_set():  # the job ends with the command's code: wait for it (briefly)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            v = _view(job_id)
+            v = job_view(job_id)
             if v is None or v.get("state") in FINAL:
                 break
             time.sleep(POLL_S)
     return code
-
-
-def _cancel(job_id: int) -> None:
-    try:
-        request("POST", "/v1/jobs/signal", {"ids": [str(job_id)]})
-    except (DaemonError, Unreachable):
-        pass
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ def main(argv=None):
     if not job and argv and argv[0] not in ("-h", "--help"):
         from batchd.cli.srun_alloc import run_outside
 
-        return run_outside(argv, __doc__)
+        return run_outside(argv)
     try:
         opts, args = parse("srun", argv, TABLE, stop_at_positional=True)
     except OptionError as e:

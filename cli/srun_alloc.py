@@ -33,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 
 from batchd.cli import sbatch as sb
 from batchd.cli import sbatch_opts as so
@@ -47,6 +48,28 @@ FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_F
 POLL_S = 0.05
 
 
+def option_words(argv: list[str], command: list[str]) -> list[str]:
+    """The words of `argv` before the command `parse` found, without a closing `--`."""
+    head = argv[:len(argv) - len(command)]
+    return head[:-1] if head and head[-1] == "--" else head
+
+
+def refuse_batch_only(prog: str, values: dict) -> None:
+    """sbatch's --wrap and --array are no options of srun or salloc (Slurm's getopt line)."""
+    if values.get("wrap") is not None or values.get("array") is not None:
+        bad = "--wrap" if values.get("wrap") is not None else "--array"
+        sys.stderr.write(f"{prog}: unrecognized option '{bad}'\nTry \"{prog} --help\" for more information\n")
+        sys.exit(1)
+
+
+def job_spec(prog: str, words: list[str], environ: dict[str, str]) -> dict:
+    """The JOB_SPEC sbatch builds for `words`, its refusals in `prog`'s name; sbatch's
+    SBATCH_* input variables are not srun's or salloc's, and are left out."""
+    sb.PROG = prog
+    spec, _merged = sb.build(words, {k: v for k, v in environ.items() if not k.startswith("SBATCH_")})
+    return spec
+
+
 def split_argv(argv: list[str]) -> tuple[list[str], dict, list[str]]:
     """(the options for sbatch, srun's own option values, COMMAND)."""
     try:
@@ -54,9 +77,7 @@ def split_argv(argv: list[str]) -> tuple[list[str], dict, list[str]]:
         values, command = parse(PROG, argv, [*so.TABLE, *SRUN_ONLY], stop_at_positional=True, exit_code=255)
     except OptionError as e:
         die(e)
-    head = argv[:len(argv) - len(command)]
-    if head and head[-1] == "--":
-        head = head[:-1]
+    head = option_words(argv, command)
     longs = {f"--{o.long}" for o in SRUN_ONLY}
     shorts = {o.short for o in SRUN_ONLY}
     flags = shorts | {o.short for o in so.TABLE if o.short and o.arg == "none"}
@@ -87,10 +108,7 @@ def build(argv: list[str], environ: dict[str, str], outdir: str) -> tuple[dict, 
     if not command:
         sys.stderr.write(f"{PROG}: fatal: No command given to execute.\n")
         sys.exit(1)
-    if values.get("wrap") is not None or values.get("array") is not None:
-        bad = "--wrap" if values.get("wrap") is not None else "--array"
-        sys.stderr.write(f"{PROG}: unrecognized option '{bad}'\nTry \"srun --help\" for more information\n")
-        sys.exit(1)
+    refuse_batch_only(PROG, values)
     several = _tasks(values) > 1
     if several:  # the tasks as one step of the job, on its nodes (batchd's srun inside the job)
         here = shutil.which("srun", path=os.path.dirname(os.path.abspath(sys.argv[0])) or None) or "srun"
@@ -108,11 +126,7 @@ def build(argv: list[str], environ: dict[str, str], outdir: str) -> tuple[dict, 
         fifo = os.path.join(outdir, "in")
         os.mkfifo(fifo, 0o600)
         extra += ["-i", fifo]
-    # srun reads SLURM_* and SRUN_* input variables, not sbatch's SBATCH_*
-    env = {k: v for k, v in environ.items() if not k.startswith("SBATCH_")}
-    sb.PROG = PROG  # sbatch's refusals, in srun's name
-    spec, _merged = sb.build([*opts, *extra], env)
-    return spec, values, command
+    return job_spec(PROG, [*opts, *extra], environ), values, command
 
 
 def stdin_forwarded() -> bool:
@@ -127,18 +141,25 @@ def stdin_forwarded() -> bool:
         return False
 
 
+def open_for_writing(fifo: str, keep_waiting: Callable[[], bool]) -> int | None:
+    """The write end of `fifo` once a reader (the job) has opened it; None when the FIFO
+    fails or `keep_waiting` (called, and left to pause, while there is no reader) says stop."""
+    while True:
+        try:
+            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as e:
+            if e.errno != errno.ENXIO or not keep_waiting():  # ENXIO: no reader yet
+                return None
+
+
 def feed_stdin(fifo: str, done: threading.Event) -> None:
     """Copy srun's stdin into the job's input FIFO once the job opens it, then close it (the
     job reads EOF). A later run of the job (requeued) that opens it again reads EOF at once."""
     copied = False
     while not done.is_set():
-        try:
-            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError as e:
-            if e.errno != errno.ENXIO:  # ENXIO: no reader yet
-                return
-            done.wait(POLL_S)
-            continue
+        fd = open_for_writing(fifo, lambda: not done.wait(POLL_S))
+        if fd is None:
+            return
         try:
             if not copied:
                 copied = True
@@ -204,7 +225,8 @@ def submit(spec: dict) -> int:
     return int(reply["job_id"])
 
 
-def _view(job_id: int) -> dict | None:
+def job_view(job_id: int) -> dict | None:
+    """The job's JOB_VIEW, None while the daemon does not answer."""
     try:
         jobs = request("GET", "/v1/jobs", query={"ids": str(job_id), "all": "1"}).get("jobs", [])
     except (DaemonError, Unreachable):
@@ -212,11 +234,13 @@ def _view(job_id: int) -> dict | None:
     return next((j for j in jobs if str(j.get("id")) == str(job_id)), None)
 
 
-def _cancel(job_id: int) -> None:
+def cancel(job_id: int) -> str | None:
+    """Cancel the job (scancel's request); what went wrong, None when it was sent."""
     try:
         request("POST", "/v1/jobs/signal", {"ids": [str(job_id)]})
     except (DaemonError, Unreachable) as e:
-        sys.stderr.write(f"{PROG}: error: could not cancel job {job_id}: {e}\n")
+        return str(e)
+    return None
 
 
 def _exit(view: dict, several: bool, quiet_signal: bool = False) -> int:
@@ -239,12 +263,9 @@ def _exit(view: dict, several: bool, quiet_signal: bool = False) -> int:
     return 0 if view.get("state") == "COMPLETED" else 1
 
 
-def run_outside(argv: list[str], doc: str) -> int:
-    outdir = tempfile.mkdtemp(prefix="batchd-srun-")  # 0700, the caller's
-    try:
+def run_outside(argv: list[str]) -> int:
+    with tempfile.TemporaryDirectory(prefix="batchd-srun-", ignore_cleanup_errors=True) as outdir:  # 0700
         return _run(argv, outdir)
-    finally:
-        shutil.rmtree(outdir, ignore_errors=True)
 
 
 def _run(argv: list[str], outdir: str) -> int:
@@ -267,7 +288,7 @@ def _run(argv: list[str], outdir: str) -> int:
             abort = True
             return
         interrupts.append(now)
-        v = _view(job_id) or {}
+        v = job_view(job_id) or {}
         sys.stderr.write(f"{PROG}: interrupt (one more within 1 sec to abort)\n"
                          f"{PROG}: StepId={job_id}.batch task 0: {str(v.get('state', 'unknown')).lower()}\n")
 
@@ -292,9 +313,11 @@ def _run(argv: list[str], outdir: str) -> int:
     view: dict | None = None
     while True:
         if abort and not cancelled:
-            _cancel(job_id)
+            why = cancel(job_id)
+            if why is not None:
+                sys.stderr.write(f"{PROG}: error: could not cancel job {job_id}: {why}\n")
             cancelled = True
-        view = _view(job_id) or view
+        view = job_view(job_id) or view
         state = (view or {}).get("state", "PENDING")
         # waiting once a cycle has looked at the job and given it a reason to wait (a job the
         # next cycle starts was never queued, as Slurm's immediate allocation is not)
