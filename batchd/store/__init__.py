@@ -41,6 +41,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from batchd.model import Account, Job, Node, SubmitFacts, UsageRec, from_row, job_of_fields
 from batchd.store import jobscripts, submitpath
+from batchd.store.batches import batches
 from batchd.store.dberrors import translated
 from batchd.store.groupcommit import GroupCommit
 from batchd.store.tables import (
@@ -526,8 +527,8 @@ class Store:
                 if len(ids) == 1:
                     order.append((ids[0], expect, vals))
                     continue
-                for i in range(0, len(ids), 500):
-                    q = update(JobRow).where(JobRow.id.in_(ids[i:i + 500]))
+                for part in batches(ids):
+                    q = update(JobRow).where(JobRow.id.in_(part))
                     if expect is not None:
                         q = q.where(JobRow.state.in_(list(expect)))
                     done.extend(s.scalars(q.values(**vals).returning(JobRow.id)))

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Connection, Table, select
 
 from batchd.model import Job
+from batchd.store.batches import batches
 from batchd.store.tables import JobScript
 
 #: the spec keys kept in `job_scripts`
@@ -67,12 +68,11 @@ def split(jobs: list[Job], fields: Iterable[str]) -> tuple[list[dict[str, Any]],
 
 
 def payloads(conn: Connection, keys: Iterable[int]) -> dict[int, dict[str, Any]]:
-    """The heavy parts stored for `keys`, by key (500 a query: SQLite's bound parameters)."""
+    """The heavy parts stored for `keys`, by key (`batches` of them a query)."""
     order = sorted(set(keys))
     out: dict[int, dict[str, Any]] = {}
-    for i in range(0, len(order), 500):
-        out.update(conn.execute(select(TABLE.c.job_id, TABLE.c.payload)
-                                .where(TABLE.c.job_id.in_(order[i:i + 500]))).all())
+    for part in batches(order):
+        out.update(conn.execute(select(TABLE.c.job_id, TABLE.c.payload).where(TABLE.c.job_id.in_(part))).all())
     return out
 
 

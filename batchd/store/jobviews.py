@@ -38,6 +38,7 @@ from sqlalchemy.orm import Session, aliased
 
 from batchd.model import Job, UsageRec
 from batchd.store import Store
+from batchd.store.batches import batches
 from batchd.store.tables import JobRow, UsageRecord
 
 #: a document longer than this (characters) has its heavy keys dropped by PostgreSQL (`_extract`)
@@ -201,12 +202,11 @@ def _load(s: Session, store: Store, q: JobQuery, spec_keys: Sequence[str], reque
 def _load_ids(s: Session, store: Store, ids: Iterable[int], spec_keys: Sequence[str], request_keys: Sequence[str],
               q: JobQuery = JobQuery()) -> dict[int, Job]:
     """The jobs of `ids` that `q` also selects, by id (in id order), loaded as `_load` loads
-    them, 500 ids a query (SQLite limits the bound parameters of one)."""
+    them, `batches` of ids a query."""
     order = sorted(set(ids))
     out: dict[int, Job] = {}
-    for i in range(0, len(order), 500):
-        out.update((j.id, j) for j in _load(s, store, replace(q, ids=frozenset(order[i:i + 500])),
-                                             spec_keys, request_keys))
+    for part in batches(order):
+        out.update((j.id, j) for j in _load(s, store, replace(q, ids=frozenset(part)), spec_keys, request_keys))
     return out
 
 
