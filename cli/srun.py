@@ -7,6 +7,7 @@ Usage: srun [OPTIONS] COMMAND [ARGS...]
   -N, --nodes=N         inside a job: run on the job's first N nodes only
   -l, --label           prefix each output line with its task number
   -D, --chdir=DIR       working directory of the tasks (default: the current one)
+      --pty             task 0 on a pseudo-terminal of its own (stdin a terminal, one task)
   -h, --help            show this help
 
 Outside a job every option of sbatch applies too (see below).
@@ -24,9 +25,16 @@ COMMAND as the user, named after it. While the job waits srun says so, as Slurm'
 `-Q` keeps it quiet); it streams the job's stdout and stderr as they are written and exits
 with the command's exit code. Ctrl-C once says the step's state, twice within a second
 cancels the job (exit 130). With more than one task (`-n`, `-N`) the job runs the tasks as
-one step on its nodes. stdin goes to task 0. Not yet: `--pty`, and a job whose first
-node is another machine than srun's without a shared file system (srun reads the job's
-output files where they are written).
+one step on its nodes. stdin goes to task 0. Without --pty the job's first node must be
+this machine or share its file system (srun reads the job's output files where they are
+written).
+
+`--pty` gives task 0 a pseudo-terminal of its own on its node (`srun --gres=gpu:1 --pty
+bash`): srun's terminal goes raw and is relayed both ways over a connection the task's node
+opens back to srun, authenticated with a key of the job's (docs/interactive.md); the
+window size follows srun's; leaving the shell ends the job with its exit code. Without a
+terminal on stdin (a batch script), srun says so as Slurm's does and runs the task without
+one.
 """
 
 import os
@@ -43,6 +51,7 @@ TABLE = [
     Opt("N", "nodes", "required", "nodes"),
     Opt("l", "label", "none", "label"),
     Opt("D", "chdir", "required", "chdir"),
+    Opt(None, "pty", "none", "pty"),
     Opt("h", "help", "none", "help"),
 ]
 
@@ -65,6 +74,11 @@ def main(argv=None):
     body = {"job_id": int(job), "argv": args, "env": dict(os.environ), "cwd": cwd,
             "ntasks": int(opts["ntasks"]) if opts.get("ntasks") else None,
             "nodes": int(opts["nodes"]) if opts.get("nodes") else None}
+    if opts.get("pty") and not os.isatty(0):  # a batch script's srun --pty: Slurm's lines, no pty
+        sys.stderr.write("srun: error: ioctl(TIOCGWINSZ): Inappropriate ioctl for device\n"
+                         "srun: error: Not using a pseudo-terminal, disregarding --pty option\n")
+    elif opts.get("pty"):
+        return _pty_step(body)
     step = call("srun", "POST", "/v1/steps", body)
     sid = step["step_id"]
 
@@ -102,6 +116,34 @@ def main(argv=None):
         rc = max(rc, code)
     sys.stdout.flush()
     return rc
+
+
+def _pty_step(body: dict) -> int:
+    """A step of one task on a pseudo-terminal (in salloc's allocation, typically
+    `srun --pty bash`): the task is the relay, which connects back to this srun."""
+    from batchd.cli.srun_pty import PtyListener, relay, report
+
+    listener = PtyListener()
+    try:
+        body = dict(body, argv=[sys.executable, "-m", "batchd.cli.ptyhost", "--", *body["argv"]],
+                    env=dict(body["env"], **listener.environment()), ntasks=1, nodes=1)
+        step = call("srun", "POST", "/v1/steps", body)
+        query = {"job_id": str(body["job_id"]), "step_id": str(step["step_id"])}
+        final = ("COMPLETED", "FAILED", "CANCELLED")
+        while not listener.try_accept(0.1):
+            tasks = call("srun", "GET", "/v1/steps", query=query)["tasks"]
+            if tasks and all(t["state"] in final for t in tasks):  # ended before it reached srun
+                t = tasks[0]
+                return report(t["exit_code"] or -(t["exit_signal"] or 0) or (t["state"] != "COMPLETED"), t["node"])
+        status = relay(listener.channel)
+        tasks = call("srun", "GET", "/v1/steps", query=query)["tasks"]
+        node = tasks[0]["node"] if tasks else "?"
+        if status is None:
+            request("POST", "/v1/steps/cancel", {"job_id": body["job_id"], "step_id": step["step_id"]})
+            return 1
+        return report(status, node)
+    finally:
+        listener.close()
 
 
 if __name__ == "__main__":

@@ -42,7 +42,8 @@ from batchd.cli.options import Opt, OptionError, die, parse
 
 PROG = "srun"
 #: srun's options that sbatch does not have (no argument each)
-SRUN_ONLY = (Opt("l", "label", "none", "label"), Opt("u", "unbuffered", "none", "unbuffered"))
+SRUN_ONLY = (Opt("l", "label", "none", "label"), Opt("u", "unbuffered", "none", "unbuffered"),
+             Opt(None, "pty", "none", "pty"))
 FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
          "BOOT_FAIL", "DEADLINE")
 POLL_S = 0.05
@@ -79,7 +80,7 @@ def split_argv(argv: list[str]) -> tuple[list[str], dict, list[str]]:
         die(e)
     head = option_words(argv, command)
     longs = {f"--{o.long}" for o in SRUN_ONLY}
-    shorts = {o.short for o in SRUN_ONLY}
+    shorts = {o.short for o in SRUN_ONLY if o.short}
     flags = shorts | {o.short for o in so.TABLE if o.short and o.arg == "none"}
     kept = []
     for tok in head:
@@ -102,14 +103,28 @@ def _tasks(values: dict) -> int:
     return max(num("ntasks"), num("nodes") * num("ntasks_per_node"), num("nodes"))
 
 
-def build(argv: list[str], environ: dict[str, str], outdir: str) -> tuple[dict, dict, list[str]]:
-    """(JOB_SPEC, srun's values, COMMAND) for an srun command line outside a job."""
+def build(argv: list[str], environ: dict[str, str], outdir: str,
+          pty: Callable[[], dict[str, str]] | None = None) -> tuple[dict, dict, list[str]]:
+    """(JOB_SPEC, srun's values, COMMAND) for an srun command line outside a job; with
+    `--pty` and `pty` (the relay's variables, asked for only then) a job whose task is
+    COMMAND on a pseudo-terminal (`batchd.cli.ptyhost`)."""
     opts, values, command = split_argv(argv)
     if not command:
         sys.stderr.write(f"{PROG}: fatal: No command given to execute.\n")
         sys.exit(1)
     refuse_batch_only(PROG, values)
     several = _tasks(values) > 1
+    if values.get("pty") and pty is not None:
+        if several:
+            sys.stderr.write(f"{PROG}: fatal: --pty runs one task here; leave out -n and -N or --pty\n")
+            sys.exit(1)
+        relay = [sys.executable, "-m", "batchd.cli.ptyhost", "--", *command]
+        extra = ["--wrap", "exec " + shlex.join(relay), "-o", "/dev/null", "-e", "/dev/null"]
+        if values.get("name") is None:
+            extra += ["-J", os.path.basename(command[0]) or "srun"]
+        spec = job_spec(PROG, [*opts, *extra], environ)
+        spec["environment"] = dict(spec.get("environment") or {}, **pty())
+        return spec, values, command
     if several:  # the tasks as one step of the job, on its nodes (batchd's srun inside the job)
         here = shutil.which("srun", path=os.path.dirname(os.path.abspath(sys.argv[0])) or None) or "srun"
         wrap = "exec " + shlex.join([here, *(["-l"] if values.get("label") else []), *command])
@@ -263,13 +278,75 @@ def _exit(view: dict, several: bool, quiet_signal: bool = False) -> int:
     return 0 if view.get("state") == "COMPLETED" else 1
 
 
+def _stepd_line(job_id: int, node: str, view: dict) -> None:
+    """slurmstepd's line for a job batchd ended (the job's error file holds it without a
+    pty; with one, srun says it)."""
+    why = {"TIMEOUT": " DUE TO TIME LIMIT", "CANCELLED": "", "PREEMPTED": " DUE TO PREEMPTION"}
+    if view.get("state") in why:
+        end = view.get("end_time")
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(float(end))) if end else "?"
+        sys.stderr.write(f"slurmstepd: error: *** JOB {job_id} ON {node} CANCELLED AT {stamp}"
+                         f"{why[view['state']]} ***\n")
+
+
+def _pty_session(job_id: int, listener, view: dict) -> int:
+    """The task's relay is connected: the terminal is the task's until it ends."""
+    from batchd.cli.srun_pty import relay, report
+
+    status = relay(listener.channel)
+    view = job_view(job_id) or view
+    node = (view.get("batch_host") or view.get("node_list") or "").split(",")[0] or "?"
+    if status is not None and status >= 0:
+        return report(status, node, PROG)
+    # killed (by batchd: time limit, scancel; or by hand), or the channel broke, or srun was
+    # told to stop: the job's end says which; a job still running after a while is ended
+    started = time.monotonic()
+    cancelled = False
+    while view.get("state") not in FINAL and time.monotonic() - started < 20:
+        if status is None and not cancelled and time.monotonic() - started > 3:
+            cancel(job_id)
+            cancelled = True
+        time.sleep(POLL_S)
+        view = job_view(job_id) or view
+    _stepd_line(job_id, node, view)
+    return report(status, node, PROG) if status is not None else _exit(view, several=False)
+
+
 def run_outside(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="batchd-srun-", ignore_cleanup_errors=True) as outdir:  # 0700
         return _run(argv, outdir)
 
 
 def _run(argv: list[str], outdir: str) -> int:
-    spec, values, _command = build(argv, dict(os.environ), outdir)
+    listener = None
+
+    def pty_env() -> dict[str, str]:
+        nonlocal listener
+        if not os.isatty(0):  # Slurm's srun says so and runs the task without one
+            sys.stderr.write(f"{PROG}: error: ioctl(TIOCGWINSZ): Inappropriate ioctl for device\n"
+                             f"{PROG}: error: Not using a pseudo-terminal, disregarding --pty option\n")
+            raise NoTerminal
+        from batchd.cli.srun_pty import PtyListener
+
+        listener = PtyListener()
+        return listener.environment()
+
+    try:
+        spec, values, _command = build(argv, dict(os.environ), outdir, pty_env)
+    except NoTerminal:
+        spec, values, _command = build(argv, dict(os.environ), outdir)
+    try:
+        return _wait(spec, values, outdir, listener)
+    finally:
+        if listener is not None:
+            listener.close()
+
+
+class NoTerminal(Exception):
+    """`--pty` without a terminal on stdin."""
+
+
+def _wait(spec: dict, values: dict, outdir: str, listener) -> int:
     quiet = bool(values.get("quiet"))
     several = _tasks(values) > 1
     interrupts: list[float] = []
@@ -333,7 +410,11 @@ def _run(argv: list[str], outdir: str) -> int:
             s.pump()
         if state in FINAL:
             break
-        time.sleep(POLL_S)
+        if listener is not None and not abort:
+            if listener.try_accept(POLL_S):
+                return _pty_session(job_id, listener, view or {})
+        else:
+            time.sleep(POLL_S)
     done.set()
     for s in streams:
         s.pump(final=True)

@@ -20,7 +20,7 @@ _batchd_cmd_sbatch() {
 complete -o default -F _batchd_cmd_sbatch sbatch
 
 _batchd_cmd_srun() {
-    _batchd_simple "-n --ntasks -N --nodes -l --label -D --chdir -h --help"
+    _batchd_simple "-n --ntasks -N --nodes -l --label -D --chdir --pty -h --help"
 }
 complete -o default -F _batchd_cmd_srun srun
 

@@ -1,0 +1,196 @@
+"""The task side of `srun --pty`: run in the job (`python -m batchd.cli.ptyhost CMD...`), it
+connects back to srun (`batchd.cli.ptychannel`), gives COMMAND a pseudo-terminal of its
+own (a new session with it as the controlling terminal, so job control and Ctrl-C work
+as in a login shell) and relays the terminal both ways: srun's keystrokes to the pty,
+the pty's output to srun, srun's window size (and its changes: the kernel sends SIGWINCH).
+Its exit code is COMMAND's, which the job keeps.
+
+- srun gone (its terminal closed, the connection lost): COMMAND's session gets SIGHUP, as
+  from a terminal hang-up, then SIGKILL after HANGUP_WAIT_S; the job ends.
+- the job ended by batchd (time limit, scancel): the supervisor signals every process of
+  the job; the relay keeps draining the pty and sends COMMAND's end to srun.
+- no srun reachable: exit 1 after CONNECT_WAIT_S with a line on stderr (the job's error file).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import termios
+import time
+
+from batchd.cli import ptychannel as pc
+
+CONNECT_WAIT_S = 30.0
+HANGUP_WAIT_S = 10.0
+FIRST_FRAME_WAIT_S = 5.0
+
+
+def _addresses(spec: str) -> list[tuple[str, int]]:
+    hosts, _, port = spec.rpartition(":")
+    return [(h, int(port)) for h in hosts.split(",") if h]
+
+
+def _connect(spec: str, key: str) -> pc.Channel:
+    deadline = time.monotonic() + CONNECT_WAIT_S
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        for host, port in _addresses(spec):
+            try:
+                sock = socket.create_connection((host, port), timeout=5)
+            except OSError as e:
+                last = e
+                continue
+            try:
+                ch = pc.connect(sock, key)
+            except pc.ChannelError as e:
+                last = e
+                sock.close()
+                continue
+            sock.settimeout(None)
+            return ch
+        time.sleep(0.5)
+    raise SystemExit(f"batchd pty: cannot reach srun at {spec}: {last}")
+
+
+def _set_size(fd: int, rows: int, cols: int) -> None:
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+
+def _spawn(argv: list[str], rows: int, cols: int) -> tuple[int, int]:
+    """(pid, master fd) of COMMAND on a fresh pty of the given size."""
+    master, slave = os.openpty()
+    _set_size(slave, rows, cols)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(master)
+            os.login_tty(slave)  # new session, the pty its controlling terminal, on 0/1/2
+            for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE):
+                signal.signal(s, signal.SIG_DFL)
+            os.execvp(argv[0], argv)
+        except OSError as e:
+            os.write(2, f"batchd pty: {argv[0]}: {e.strerror}\r\n".encode())
+            os._exit(127 if e.errno == errno.ENOENT else 126)
+    os.close(slave)
+    return pid, master
+
+
+def _code(status: int) -> int:
+    code = os.waitstatus_to_exitcode(status)
+    return code if code >= 0 else 128 - code
+
+
+def _hang_up(pid: int) -> int:
+    """SIGHUP to COMMAND's session, SIGKILL after HANGUP_WAIT_S; its exit code."""
+    for sig, wait in ((signal.SIGHUP, HANGUP_WAIT_S), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pid, sig)
+        except OSError:
+            pass
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return _code(status)
+            time.sleep(0.05)
+    return 128 + signal.SIGKILL
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    spec = os.environ.pop("BATCHD_PTY", "")
+    key = os.environ.pop("BATCHD_PTY_KEY", "")
+    if not argv or not spec or not key:
+        sys.stderr.write("batchd pty: run by srun --pty only (BATCHD_PTY, BATCHD_PTY_KEY)\n")
+        return 2
+    ch = _connect(spec, key)
+    rows, cols = 24, 80
+    pending: list[tuple[bytes, bytes]] = []
+    ch.sock.settimeout(FIRST_FRAME_WAIT_S)
+    try:  # srun sends its window size first
+        frames = ch.recv() or []
+    except (OSError, pc.ChannelError):
+        frames = []
+    ch.sock.settimeout(None)
+    for kind, payload in frames:
+        if kind == pc.WINSIZE:
+            rows, cols = pc.parse_winsize(payload)
+        else:
+            pending.append((kind, payload))
+    signal.signal(signal.SIGTERM, lambda *_: None)  # the supervisor ends COMMAND too; keep draining
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    pid, master = _spawn(argv, rows, cols)
+
+    def deliver(kind: bytes, payload: bytes) -> None:
+        if kind == pc.DATA:
+            view = memoryview(payload)
+            while view:
+                try:
+                    view = view[os.write(master, view):]
+                except BlockingIOError:
+                    select.select([], [master], [], 1.0)
+        elif kind == pc.WINSIZE:
+            _set_size(master, *pc.parse_winsize(payload))
+        elif kind == pc.EOF:
+            os.write(master, b"\x04")
+        elif kind == pc.SIGNAL:
+            try:
+                os.killpg(os.tcgetpgrp(master), int(payload.decode() or "0"))
+            except (OSError, ValueError):
+                pass
+
+    try:
+        for kind, payload in pending:
+            deliver(kind, payload)
+        srun_here = True
+        while True:
+            try:
+                ready, _, _ = select.select([master, ch.sock] if srun_here else [master], [], [])
+            except InterruptedError:
+                continue
+            if master in ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:  # EIO: every process let go of the terminal
+                    data = b""
+                if not data:
+                    break
+                if srun_here:
+                    try:
+                        ch.send(pc.DATA, data)
+                    except OSError:
+                        srun_here = False
+            if srun_here and ch.sock in ready:
+                try:
+                    got = ch.recv()
+                except (OSError, pc.ChannelError):
+                    got = None
+                if got is None:  # srun and its terminal are gone: hang up, as a terminal does
+                    os.close(master)
+                    return _hang_up(pid)
+                for kind, payload in got:
+                    deliver(kind, payload)
+        _, status = os.waitpid(pid, 0)
+        try:  # as os.waitstatus_to_exitcode gives it: negative for a signal
+            ch.send(pc.EXIT, str(os.waitstatus_to_exitcode(status)).encode())
+        except OSError:
+            pass
+        return _code(status)
+    finally:
+        try:
+            ch.sock.close()
+        except OSError:
+            pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""Interactive steps across nodes (issue 19, item 5) on the test cluster of several
+daemons: `srun --pty` typed at node1's daemon, its task placed on node2 by node2's agent;
+the relay there connects back to srun (batchd.cli.ptychannel), and the session outlives a
+restart of node2's daemon."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from tests.ptydriver import PtyDriver
+
+
+def _srun(c, node: str, *args: str) -> PtyDriver:
+    env = dict(c.env(node), PS1="PTY$ ", TERM="xterm")
+    return PtyDriver([str(c.bin / "srun"), *args], env, str(c.root))
+
+
+def test_a_pty_step_on_another_nodes_agent_survives_that_daemons_restart(pgcluster):
+    c = pgcluster
+    for n in ("node1", "node2"):
+        c.start(n)
+    t = _srun(c, "node1", "-w", "node2", "--gres=gpu:1", "-J", "remote", "--pty", "sh", "-i")
+    try:
+        t.expect(r"PTY\$ ", timeout=40)
+        t.send("echo on=$SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES\n")
+        t.expect("on=node2 gpus=0")
+        (jid,) = [j for j, v in c.jobs("node1").items() if v["name"] == "remote"]
+        assert c.jobs("node1")[jid]["node_list"] == "node2"
+        c.kill("node2", signal.SIGKILL)  # the task's daemon goes and comes back
+        t.send("echo while-node2-down\n")
+        t.expect("while-node2-down")
+        c.start("node2")
+        time.sleep(1)
+        t.send("echo back\n")
+        t.expect("back")
+        t.send("exit 6\n")
+        assert t.wait(timeout=30) == 6
+        assert "srun: error: node2: task 0: Exited with exit code 6" in t.text()
+        done = c.wait("node1", lambda: (lambda v: v if v["state"] == "FAILED" else None)(c.jobs("node1")[jid]),
+                      "the session's job to end")
+        assert done["exit_code"] == "6:0"
+    finally:
+        t.close()
