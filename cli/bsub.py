@@ -10,9 +10,10 @@ docs/lsf.md) and build the JOB_SPEC with sbatch's own `build_spec`, so bsub and
 sbatch give the daemon the same thing for the same request; send `POST /v1/jobs`;
 print `Job <N> is submitted to queue <Q>.` (`default queue` when -q was not given).
 
-Exit codes: 0 submitted; 255 on every refusal (a bad option or value, an interactive
-job, a submission the daemon refuses, an unreachable daemon), with LSF's
-`<reason>. Job not submitted.` on stderr; with -K the job's exit code.
+Exit codes: 0 submitted; 255 on every refusal (a bad option or value, an SSH or X11
+interactive job, a submission the daemon refuses, an unreachable daemon), with LSF's
+`<reason>. Job not submitted.` on stderr; with -K, -I, -Ip or -Is the job's exit code
+(-I* run the job as `srun` outside a job does: batchd.cli.srun_alloc.run_prepared).
 
 Startup must stay fast: builtins and the small modules beside this one only (no click,
 no sqlalchemy, no http.client, no dataclasses).
@@ -48,7 +49,7 @@ OPTIONS = {
     "-u": ("mail_user", True), "-B": ("mail_begin", False), "-N": ("mail_end", False),
     "-K": ("wait", False), "-env": ("env", True), "-h": ("help", False), "-V": ("version", False),
     "--help": ("help", False), "--version": ("version", False),
-    "-I": ("interactive", False), "-Ip": ("interactive", False), "-Is": ("interactive", False),
+    "-I": ("interactive_plain", False), "-Ip": ("interactive_pty", False), "-Is": ("interactive_shell", False),
     "-IS": ("interactive", False), "-ISp": ("interactive", False), "-ISs": ("interactive", False),
     "-IX": ("interactive", False), "-t": ("termtime", True),
     "-We": ("_estimate", True), "-L": ("_login_shell", True), "-G": ("_user_group", True),
@@ -96,7 +97,9 @@ Submit a batch job to batchd with LSF's options. Queue = batchd account.
   -u user -B -N    mail options: accepted with a warning, no mail is sent
   -K               wait for the job to finish; exit with its exit code
   -env "all|none|VAR[=val], ..."  environment given to the job (default all)
-  -I, -Ip, -Is, -IS, -ISp, -ISs, -IX  refused: batchd has no interactive jobs
+  -I               interactive: wait for the job, its output here, stdin to it
+  -Ip, -Is         interactive on a pseudo-terminal (-Is: for a shell, bsub -Is bash)
+  -IS, -ISp, -ISs, -IX  refused: batchd has no SSH or X11 forwarding
   -t time          refused: batchd has no termination deadlines (use -W)
   -U name          refused: batchd has no advance reservations (sbatch --reservation)
   -h, --help       this help
@@ -221,8 +224,8 @@ def to_slurm(v: dict, resolve_name: Resolver | None = None,
     Raises LsfError with the reason for a value batchd refuses."""
     environ = os.environ if environ is None else environ
     if v.get("interactive"):
-        raise LsfError(f"{PROG}: interactive jobs (-I, -Is, -Ip, -IS, -ISp, -ISs, -IX) are not "
-                       "supported by batchd: submit a batch job, and use srun inside it")
+        raise LsfError(f"{PROG}: interactive jobs over SSH or X11 (-IS, -ISp, -ISs, -IX) are not "
+                       "supported by batchd: use -I, -Ip or -Is")
     if "termtime" in v:
         raise LsfError(f"{PROG}: -t (termination time) is not supported by batchd: use -W")
     s, extra = {}, {}
@@ -392,6 +395,53 @@ def submit(spec: dict, request: Callable[..., dict]) -> dict:
     return None
 
 
+#: bsub's interactive modes: -I (output and stdin relayed), -Ip and -Is (a pseudo-terminal)
+INTERACTIVE = ("interactive_plain", "interactive_pty", "interactive_shell")
+
+
+def _interactive(spec: dict, merged: dict, request: Callable[..., dict]) -> int:
+    """bsub -I, -Ip, -Is: the job runs as srun outside a job runs it (batchd.cli.srun_alloc),
+    with LSF's lines on stderr (`Job <N> is submitted to ... queue <Q>.`, `<<Waiting for
+    dispatch ...>>`, `<<Starting on HOST>>`); bsub exits with the command's exit code."""
+    from batchd.cli import srun_alloc
+
+    if merged.get("input") is not None:
+        fail("-i: an interactive job reads the terminal, not a file")
+    if spec.get("array"):
+        fail("an interactive job cannot be a job array")
+    command = ["/bin/sh", "-c", spec["script"].split("\n", 1)[1]] if not spec.get("script_path") else \
+        [spec["script_path"], *spec.get("argv", [])]
+
+    class Lsf(srun_alloc.Voice):
+        task_lines = False
+
+        def submitted(self, job_id: int, spec: dict) -> None:
+            queue = spec.get("account")
+            where = f"queue <{queue}>" if queue else f"default queue <{_queue_of(job_id, request)}>"
+            sys.stderr.write(f"Job <{job_id}> is submitted to {where}.\n<<Waiting for dispatch ...>>\n")
+            sys.stderr.flush()
+
+        def queued(self, job_id: int) -> None:
+            pass
+
+        def started(self, job_id: int, view: dict, was_queued: bool) -> None:
+            host = (view.get("batch_host") or view.get("node_list") or "").split(",")[0]
+            sys.stderr.write(f"<<Starting on {host}>>\n")
+            sys.stderr.flush()
+
+    return srun_alloc.run_prepared(spec, command, pty=bool(merged.get("interactive_pty") or
+                                                          merged.get("interactive_shell")),
+                                   voice=Lsf(), submit=lambda s: int(submit(s, request)["job_id"]))
+
+
+def _queue_of(job_id: int, request: Callable[..., dict]) -> str:
+    try:
+        jobs = request("GET", "/v1/jobs", query={"ids": str(job_id), "all": "1"}).get("jobs", [])
+        return (jobs[0].get("account") if jobs else None) or "default"
+    except Exception:  # the job is submitted; only the queue's name is missing
+        return "default"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `bsub` console script."""
     from batchd.cli.client import request
@@ -402,6 +452,8 @@ def main(argv: list[str] | None = None) -> int:
     if mail:  # accepted so that scripts run, but a user must not wait for mail
         sys.stderr.write(f"{PROG}: warning: {', '.join(mail)} {'is' if len(mail) == 1 else 'are'} ignored: "
                          "batchd sends no mail\n")
+    if any(merged.get(k) for k in INTERACTIVE):
+        return _interactive(spec, merged, request)
     reply = submit(spec, request)
     job_id = reply["job_id"]
     if spec.get("account"):

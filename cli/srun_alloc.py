@@ -49,6 +49,27 @@ FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_F
 POLL_S = 0.05
 
 
+class Voice:
+    """What srun says around the job (Slurm's lines); `bsub -I` speaks LSF's instead."""
+
+    prog = PROG
+    #: Slurm's `srun: error: NODE: task 0: ...` line for a failed task
+    task_lines = True
+
+    def submitted(self, job_id: int, spec: dict) -> None:
+        pass
+
+    def queued(self, job_id: int) -> None:
+        sys.stderr.write(f"{PROG}: job {job_id} queued and waiting for resources\n")
+
+    def started(self, job_id: int, view: dict, was_queued: bool) -> None:
+        if was_queued:
+            sys.stderr.write(f"{PROG}: job {job_id} has been allocated resources\n")
+
+
+SRUN = Voice()
+
+
 def option_words(argv: list[str], command: list[str]) -> list[str]:
     """The words of `argv` before the command `parse` found, without a closing `--`."""
     head = argv[:len(argv) - len(command)]
@@ -258,13 +279,13 @@ def cancel(job_id: int) -> str | None:
     return None
 
 
-def _exit(view: dict, several: bool, quiet_signal: bool = False) -> int:
+def _exit(view: dict, several: bool, quiet_signal: bool = False, voice: Voice = SRUN) -> int:
     code, _, sig = str(view.get("exit_code") or "0:0").partition(":")
     status = int(code) if code.isdigit() else 0
     signum = int(sig) if sig.isdigit() else 0
     node = (view.get("batch_host") or view.get("node_list") or "").split(",")[0]
     if signum:
-        if not several and not quiet_signal:  # not after Ctrl-C twice (srun said why)
+        if not several and not quiet_signal and voice.task_lines:  # not after Ctrl-C twice (srun said why)
             try:
                 name = signal.strsignal(signum) or f"signal {signum}"
             except ValueError:
@@ -272,7 +293,7 @@ def _exit(view: dict, several: bool, quiet_signal: bool = False) -> int:
             sys.stderr.write(f"{PROG}: error: {node}: task 0: {name}\n")
         return 128 + signum
     if status:
-        if not several:  # the inner srun said it for each task
+        if not several and voice.task_lines:  # the inner srun said it for each task
             sys.stderr.write(f"{PROG}: error: {node}: task 0: Exited with exit code {status}\n")
         return status
     return 0 if view.get("state") == "COMPLETED" else 1
@@ -289,7 +310,7 @@ def _stepd_line(job_id: int, node: str, view: dict) -> None:
                          f"{why[view['state']]} ***\n")
 
 
-def _pty_session(job_id: int, listener, view: dict) -> int:
+def _pty_session(job_id: int, listener, view: dict, voice: Voice = SRUN) -> int:
     """The task's relay is connected: the terminal is the task's until it ends."""
     from batchd.cli.srun_pty import relay, report
 
@@ -297,7 +318,7 @@ def _pty_session(job_id: int, listener, view: dict) -> int:
     view = job_view(job_id) or view
     node = (view.get("batch_host") or view.get("node_list") or "").split(",")[0] or "?"
     if status is not None and status >= 0:
-        return report(status, node, PROG)
+        return report(status, node, PROG) if voice.task_lines else status
     # killed (by batchd: time limit, scancel; or by hand), or the channel broke, or srun was
     # told to stop: the job's end says which; a job still running after a while is ended
     started = time.monotonic()
@@ -309,7 +330,38 @@ def _pty_session(job_id: int, listener, view: dict) -> int:
         time.sleep(POLL_S)
         view = job_view(job_id) or view
     _stepd_line(job_id, node, view)
-    return report(status, node, PROG) if status is not None else _exit(view, several=False)
+    if status is not None:
+        return report(status, node, PROG) if voice.task_lines else 128 - status
+    return _exit(view, several=False, voice=voice)
+
+
+def run_prepared(spec: dict, command: list[str], pty: bool, voice: Voice,
+                 submit: Callable[[dict], int]) -> int:
+    """Run `command` as the job of `spec` (built by another front-end: bsub -I, -Ip, -Is)
+    the way srun outside a job does: output streamed and stdin forwarded, or with `pty` on
+    a pseudo-terminal (without a terminal on stdin, as srun: a plain run)."""
+    with tempfile.TemporaryDirectory(prefix="batchd-srun-", ignore_cleanup_errors=True) as outdir:
+        listener = None
+        spec = dict(spec, wrap=True, script_path=None, argv=[])
+        if pty and os.isatty(0):
+            from batchd.cli.srun_pty import PtyListener
+
+            listener = PtyListener()
+            relay = [sys.executable, "-m", "batchd.cli.ptyhost", "--", *command]
+            spec.update(script="#!/bin/sh\nexec " + shlex.join(relay) + "\n", output="/dev/null", error="/dev/null",
+                        input=None, environment=dict(spec.get("environment") or {}, **listener.environment()))
+        else:
+            spec.update(script="#!/bin/sh\nexec " + shlex.join(command) + "\n",
+                        output=os.path.join(outdir, "out"), error=os.path.join(outdir, "err"), input=None)
+            if stdin_forwarded():
+                fifo = os.path.join(outdir, "in")
+                os.mkfifo(fifo, 0o600)
+                spec["input"] = fifo
+        try:
+            return _wait(spec, {}, outdir, listener, voice, submit)
+        finally:
+            if listener is not None:
+                listener.close()
 
 
 def run_outside(argv: list[str]) -> int:
@@ -346,7 +398,8 @@ class NoTerminal(Exception):
     """`--pty` without a terminal on stdin."""
 
 
-def _wait(spec: dict, values: dict, outdir: str, listener) -> int:
+def _wait(spec: dict, values: dict, outdir: str, listener, voice: Voice = SRUN,
+          submit: Callable[[dict], int] = submit) -> int:
     quiet = bool(values.get("quiet"))
     several = _tasks(values) > 1
     interrupts: list[float] = []
@@ -378,6 +431,7 @@ def _wait(spec: dict, values: dict, outdir: str, listener) -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGHUP, on_term)
     job_id = submit(spec)
+    voice.submitted(job_id, spec)
     label = None if several or not values.get("label") else "0: "
     streams = [Stream(str(spec.get("output") or ""), sys.stdout, label),
                Stream(str(spec.get("error") or ""), sys.stderr, label)]
@@ -401,22 +455,22 @@ def _wait(spec: dict, values: dict, outdir: str, listener) -> int:
         if state == "PENDING" and not queued and (view or {}).get("reason") not in (None, "None"):
             queued = True
             if not quiet:
-                sys.stderr.write(f"{PROG}: job {job_id} queued and waiting for resources\n")
-        if state != "PENDING" and queued and not allocated:
+                voice.queued(job_id)
+        if state != "PENDING" and not allocated:
             allocated = True
             if not quiet:
-                sys.stderr.write(f"{PROG}: job {job_id} has been allocated resources\n")
+                voice.started(job_id, view or {}, queued)
         for s in streams:
             s.pump()
         if state in FINAL:
             break
         if listener is not None and not abort:
             if listener.try_accept(POLL_S):
-                return _pty_session(job_id, listener, view or {})
+                return _pty_session(job_id, listener, view or {}, voice)
         else:
             time.sleep(POLL_S)
     done.set()
     for s in streams:
         s.pump(final=True)
-    rc = _exit(view or {}, several, quiet_signal=abort and bool(interrupts))
+    rc = _exit(view or {}, several, quiet_signal=abort and bool(interrupts), voice=voice)
     return 130 if abort and interrupts else rc

@@ -135,8 +135,8 @@ def test_wait_and_begin():
 
 
 @pytest.mark.parametrize("argv,text", [
-    (["-Is", "bash"], "interactive jobs"),
-    (["-I", "true"], "interactive jobs"),
+    (["-IS", "bash"], "interactive jobs over SSH or X11"),
+    (["-IX", "true"], "interactive jobs over SSH or X11"),
     (["-W", "soon"], "soon: Bad RUNLIMIT specification. Job not submitted."),
     (["-n", "x"], "Bad argument for option -n. Job not submitted."),
     (["-gpu", "num=1:mig=3/2"], "MIG profile"),

@@ -66,8 +66,8 @@ def test_dependency_pending_reason_and_bkill(lsf_cluster):
 def test_refusals_store_nothing(lsf_cluster):
     c = lsf_cluster
     before = c.run("bjobs", "-a", "-u", "all", check=False).stdout
-    r = c.run("bsub", "-Is", "bash", check=False)
-    assert r.returncode == 255 and "interactive jobs" in r.stderr and r.stdout == ""
+    r = c.run("bsub", "-ISs", "bash", check=False)
+    assert r.returncode == 255 and "interactive jobs over SSH or X11" in r.stderr and r.stdout == ""
     r = c.run("bsub", "-q", "nosuchqueue", "true", check=False)
     assert r.returncode == 255
     assert r.stderr == "nosuchqueue: No such queue, or you may not submit to it. Job not submitted.\n"
@@ -118,3 +118,35 @@ def test_bsub_K_waits_and_returns_the_exit_code(lsf_cluster):
     assert r.returncode == 3, r.stderr
     lines = r.stdout.splitlines()
     assert lines[1:] == ["<<Waiting for dispatch ...>>", "<<Job is finished>>"]
+
+
+def test_bsub_I_relays_output_and_stdin_and_exits_with_the_commands_code(lsf_cluster):
+    c = lsf_cluster
+    r = c.run("bsub", "-I", "-J", "inter", "read x; echo got $x; echo to-err >&2; exit 4", check=False, input="abc\n")
+    assert r.returncode == 4 and r.stdout == "got abc\n"
+    lines = r.stderr.splitlines()
+    m = re.fullmatch(r"Job <(\d+)> is submitted to (?:default )?queue <[\w-]+>\.", lines[0])
+    assert m, lines
+    assert lines[1] == "<<Waiting for dispatch ...>>" and re.fullmatch(r"<<Starting on \S+>>", lines[2])
+    assert lines[3:] == ["to-err"]
+    job = c.wait(int(m.group(1)), ("FAILED",))
+    assert job["name"] == "inter" and job["exit_code"] == "4:0"
+
+
+def test_bsub_Is_gives_the_shell_a_terminal(lsf_cluster):
+    from tests.harness import BIN
+    from tests.ptydriver import PtyDriver
+
+    c = lsf_cluster
+    d = PtyDriver([str(BIN / "bsub"), "-Is", "sh", "-i"], dict(c.env, PS1="LSF$ ", TERM="xterm"), str(c.root),
+                  30, 90)
+    try:
+        d.expect(r"<<Starting on \S+>>")
+        d.expect(r"LSF\$ ")
+        d.send("tty; stty size\n")
+        d.expect(r"/dev/pts/\d+\r\n30 90")
+        d.send("exit 3\n")
+        assert d.wait() == 3
+        assert "Exited with exit code" not in d.text()  # LSF says nothing at the end
+    finally:
+        d.close()
