@@ -15,6 +15,7 @@ Usage: salloc [OPTIONS] [COMMAND [ARGS...]]
   -Q, --quiet           errors only, no progress messages
   -q, --qos=NAME        quality of service
   -t, --time=TIME       time limit
+  -K, --kill-command[=SIGNAL]  signal COMMAND when the allocation is revoked (TERM)
   -h, --help            show this help
 
 Every other option of sbatch is taken too. salloc waits for the allocation, saying so as
@@ -25,7 +26,9 @@ then runs COMMAND where salloc was typed with SLURM_JOB_ID and the allocation's 
 `srun` inside runs its tasks on the allocation's nodes and GPUs. When COMMAND ends the
 allocation is released (`salloc: Relinquishing job allocation N`) and salloc exits with
 its code, which the job keeps (sacct). `scancel` or the time limit revokes it
-(`salloc: Job allocation N has been revoked.`) and COMMAND gets SIGHUP.
+(`salloc: Job allocation N has been revoked.`); salloc still waits for COMMAND and exits
+with its code, as Slurm's does, unless `-K`/`--kill-command[=SIGNAL]` (default SIGTERM)
+asks for COMMAND to get that signal then.
 
 The allocation is a job named `interactive` (or -J) whose script waits for salloc: it
 reads a FIFO in a 0700 directory of the caller's, where salloc writes COMMAND's exit code
@@ -44,7 +47,7 @@ import threading
 import time
 
 from batchd.cli import sbatch_opts as so
-from batchd.cli.options import OptionError, die, parse
+from batchd.cli.options import Opt, OptionError, die, parse
 from batchd.cli.srun_alloc import (
     FINAL,
     cancel,
@@ -59,10 +62,36 @@ from batchd.cli.srun_alloc import (
 PROG = "salloc"
 #: the options the help describes (the reference and the completions read it); salloc
 #: parses every option of sbatch's table
+#: salloc's own options (not sbatch's)
+SALLOC_ONLY = [Opt("K", "kill-command", "optional", "kill_command")]
 TABLE = [o for o in so.TABLE if o.long in ("account", "cpus-per-task", "chdir", "gpus", "gres", "job-name", "mem",
-                                           "nodes", "ntasks", "partition", "quiet", "qos", "time", "help")]
+                                           "nodes", "ntasks", "partition", "quiet", "qos", "time", "help")] + SALLOC_ONLY
 POLL_S = 0.1
-HOLDER = 'read rc < "$1" 2>/dev/null; exit "${rc:-1}"'
+#: the job's script: leave the job's environment for salloc (where salloc's directory is
+#: reachable), then wait for COMMAND's exit code
+HOLDER = ('env -0 > "$2.part" 2>/dev/null && mv -f "$2.part" "$2"; '
+          'read rc < "$1" 2>/dev/null; exit "${rc:-1}"')
+#: the job's variables Slurm 22.05's salloc gives its command (recorded; SLURM_CONF aside:
+#: batchd has no slurm.conf)
+SALLOC_KEYS = ("SLURM_CLUSTER_NAME", "SLURM_JOBID", "SLURM_JOB_ACCOUNT", "SLURM_JOB_CPUS_PER_NODE", "SLURM_JOB_ID",
+               "SLURM_JOB_NAME", "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES", "SLURM_JOB_PARTITION", "SLURM_JOB_QOS",
+               "SLURM_NNODES", "SLURM_NODELIST", "SLURM_NODE_ALIASES", "SLURM_SUBMIT_DIR", "SLURM_SUBMIT_HOST",
+               "SLURM_TASKS_PER_NODE", "SLURM_CPUS_PER_TASK", "SLURM_NPROCS", "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE",
+               "SLURM_MEM_PER_NODE", "SLURM_MEM_PER_GPU", "SLURM_GPUS", "SLURM_GPUS_PER_NODE")
+
+
+def job_variables(path: str, spec: dict) -> dict[str, str]:
+    """Slurm's salloc variables out of the environment the job left at `path` (`env -0`);
+    empty when it is not there (the job's node does not share this machine's /tmp).
+    SLURM_MEM_PER_CPU only when the user asked for it (a batch job has it by default)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return {}
+    env = dict(item.decode(errors="replace").partition("=")[::2] for item in data.split(b"\0") if b"=" in item)
+    keys = (*SALLOC_KEYS, *(("SLURM_MEM_PER_CPU",) if spec.get("mem_per_cpu_mb") else ()))
+    return {k: env[k] for k in keys if k in env}
 
 
 def allocation_env(view: dict, spec: dict) -> dict[str, str]:
@@ -84,21 +113,39 @@ def allocation_env(view: dict, spec: dict) -> dict[str, str]:
     return env
 
 
-def build(argv: list[str], environ: dict[str, str], fifo: str) -> tuple[dict, dict, list[str]]:
+def kill_signal(value: str | bool) -> int:
+    """The signal of `-K`/`--kill-command[=SIGNAL]` (a name with or without SIG, or a
+    number; SIGTERM when none is given, as Slurm's salloc)."""
+    if value is True or value == "":
+        return int(signal.SIGTERM)
+    text = str(value).upper()
+    if text.isdigit() and 0 < int(text) < signal.NSIG:
+        return int(text)
     try:
-        values, command = parse(PROG, argv, so.TABLE, stop_at_positional=True, exit_code=1)
+        return int(signal.Signals[text if text.startswith("SIG") else "SIG" + text])
+    except KeyError:
+        sys.stderr.write(f"{PROG}: error: Invalid signal specification: {value}\n")
+        sys.exit(1)
+
+
+def build(argv: list[str], environ: dict[str, str], fifo: str, env_file: str = "/dev/null") -> tuple[dict, dict, list[str]]:
+    try:
+        values, command = parse(PROG, argv, [*so.TABLE, *SALLOC_ONLY], stop_at_positional=True, exit_code=1)
     except OptionError as e:
         die(e)
     if values.get("help") or values.get("usage"):
         sys.stdout.write(__doc__)
         sys.exit(0)
     refuse_batch_only(PROG, values)
+    if values.get("kill_command") is not None:
+        values["kill_signal"] = kill_signal(values["kill_command"])
     if not command:
         command = [environ.get("SHELL") or "/bin/sh"]
-    extra = ["--wrap", shlex.join(["sh", "-c", HOLDER, "holder", fifo]), "-o", "/dev/null", "-e", "/dev/null"]
+    extra = ["--wrap", shlex.join(["sh", "-c", HOLDER, "holder", fifo, env_file]), "-o", "/dev/null", "-e", "/dev/null"]
     if values.get("name") is None:
         extra += ["-J", "interactive"]
-    return job_spec(PROG, [*option_words(argv, command), *extra], environ), values, command
+    words = [w for w in option_words(argv, command) if not (w == "-K" or w.startswith(("-K", "--kill-command")))]
+    return job_spec(PROG, [*words, *extra], environ), values, command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
 def _run(argv: list[str], outdir: str) -> int:
     fifo = os.path.join(outdir, "release")
     os.mkfifo(fifo, 0o600)
-    spec, values, command = build(argv, dict(os.environ), fifo)
+    env_file = os.path.join(outdir, "env")
+    spec, values, command = build(argv, dict(os.environ), fifo, env_file)
     quiet = bool(values.get("quiet"))
 
     def say(text: str) -> None:
@@ -160,12 +208,14 @@ def _run(argv: list[str], outdir: str) -> int:
     if fd is None:
         say(f"Job allocation {job_id} has been revoked.")
         return 1
-    env = dict(os.environ, **allocation_env(view or {"id": job_id}, spec))
+    env = {**os.environ, **allocation_env(view or {"id": job_id}, spec), **job_variables(env_file, spec)}
     # the command has the terminal; salloc does not stop at the user's Ctrl-C
     for s, h in old.items():
         signal.signal(s, h if s != signal.SIGINT else signal.SIG_IGN)
     try:
-        proc = subprocess.Popen(command, env=env, cwd=spec.get("workdir") or None)
+        # salloc ignores SIGINT, the command must not inherit that: Ctrl-C is the command's
+        proc = subprocess.Popen(command, env=env, cwd=spec.get("workdir") or None,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     except OSError as e:
         sys.stderr.write(f"{PROG}: error: {command[0]}: {e.strerror}\n")
         os.write(fd, b"1\n")
@@ -179,10 +229,12 @@ def _run(argv: list[str], outdir: str) -> int:
             if v is not None and v.get("state") in FINAL:
                 revoked.set()
                 say(f"Job allocation {job_id} has been revoked.")
-                try:
-                    proc.send_signal(signal.SIGHUP)
-                except OSError:
-                    pass
+                # Slurm's salloc waits for the command; only -K signals it
+                if values.get("kill_signal"):
+                    try:
+                        proc.send_signal(values["kill_signal"])
+                    except OSError:
+                        pass
                 return
 
     threading.Thread(target=watch, daemon=True, name="salloc-watch").start()

@@ -25,7 +25,7 @@ _batchd_cmd_srun() {
 complete -o default -F _batchd_cmd_srun srun
 
 _batchd_cmd_salloc() {
-    _batchd_simple "-A --account -D --chdir -c --cpus-per-task -G --gpus --gres -h --help -J --job-name --mem -N --nodes -n --ntasks -p --partition -q --qos -Q --quiet -t --time"
+    _batchd_simple "-A --account -D --chdir -c --cpus-per-task -G --gpus --gres -h --help -J --job-name --mem -N --nodes -n --ntasks -p --partition -q --qos -Q --quiet -t --time -K --kill-command"
 }
 complete -o default -F _batchd_cmd_salloc salloc
 

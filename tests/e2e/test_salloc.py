@@ -4,6 +4,7 @@ srun inside on its GPUs, the exit code kept by the job, and a revoked allocation
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 
@@ -46,12 +47,49 @@ def test_a_waiting_allocation_says_so_as_slurm_does(cluster):
                                      f"salloc: Relinquishing job allocation {jid}"]
 
 
-def test_scancel_revokes_the_allocation(cluster):
-    p = subprocess.Popen([str(BIN / "salloc"), "-J", "held", "sleep", "60"], env=cluster.env, cwd=cluster.root,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def test_scancel_revokes_the_allocation_and_salloc_waits_for_the_command(cluster):
+    """As Slurm 22.05's salloc (recorded): `salloc sh -c 'sleep 20; echo after'`, scancel'd
+    after 4 s, said `salloc: Job allocation N has been revoked.`, the command went on to
+    print `after`, and salloc exited 0, the command's code."""
+    p = subprocess.Popen([str(BIN / "salloc"), "-J", "held", "sh", "-c", "sleep 3; echo after"], env=cluster.env,
+                         cwd=cluster.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     job = _named(cluster, "held")
-    time.sleep(0.5)
+    time.sleep(1)  # the command has started
+    cluster.run("scancel", str(job["id"]))
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0 and out == "after\n"
+    assert err.splitlines() == [f"salloc: Granted job allocation {job['id']}",
+                                f"salloc: Job allocation {job['id']} has been revoked."]
+    assert cluster.job(job["id"])["state"] == "CANCELLED"
+
+
+def test_kill_command_signals_the_command_when_revoked(cluster):
+    p = subprocess.Popen([str(BIN / "salloc"), "-J", "killed", "--kill-command=INT", "sleep", "60"],
+                         env=cluster.env, cwd=cluster.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    job = _named(cluster, "killed")
+    time.sleep(1)
     cluster.run("scancel", str(job["id"]))
     _out, err = p.communicate(timeout=30)
+    assert p.returncode == 130  # sleep ended by SIGINT
     assert f"salloc: Job allocation {job['id']} has been revoked." in err.splitlines()
-    assert cluster.job(job["id"])["state"] == "CANCELLED"
+    bad = cluster.run("salloc", "--kill-command=NOPE", "true", check=False)
+    assert (bad.returncode, bad.stderr) == (1, "salloc: error: Invalid signal specification: NOPE\n")
+
+
+def test_the_commands_variables_are_slurm_sallocs(cluster):
+    """The SLURM_* set a real Slurm 22.05 salloc gave `salloc -n 2 -c 2 --mem=1G
+    --gres=gpu:h200:2` (SLURM_CONF aside: batchd has no slurm.conf); no GPU variables and
+    no task variables (those are srun's)."""
+    r = cluster.run("salloc", "-n", "2", "-c", "2", "--mem=1G", "--gres=gpu:h200:2", "sh", "-c",
+                    'env | grep -E "^(SLURM|CUDA)" | sort')
+    env = dict(line.split("=", 1) for line in r.stdout.splitlines())
+    jid = env["SLURM_JOB_ID"]
+    node = env["SLURM_JOB_NODELIST"]
+    assert env == {
+        "SLURM_CLUSTER_NAME": "e2e", "SLURM_CPUS_PER_TASK": "2", "SLURM_JOBID": jid, "SLURM_JOB_ACCOUNT": env[
+            "SLURM_JOB_ACCOUNT"], "SLURM_JOB_CPUS_PER_NODE": "4", "SLURM_JOB_ID": jid,
+        "SLURM_JOB_NAME": "interactive", "SLURM_JOB_NODELIST": node, "SLURM_JOB_NUM_NODES": "1",
+        "SLURM_JOB_PARTITION": "gpu", "SLURM_JOB_QOS": "normal", "SLURM_MEM_PER_NODE": "1024", "SLURM_NNODES": "1",
+        "SLURM_NODELIST": node, "SLURM_NODE_ALIASES": "(null)", "SLURM_NPROCS": "2", "SLURM_NTASKS": "2",
+        "SLURM_SUBMIT_DIR": str(cluster.root), "SLURM_SUBMIT_HOST": os.uname().nodename.split(".")[0],
+        "SLURM_TASKS_PER_NODE": "2"}
