@@ -67,7 +67,11 @@ Layout (every key optional unless marked):
                   max_gpus_per_user = -1, grace_time_s = 60, min_runtime_reclaim_s = 0,
                   min_runtime_preempt_s = 0 (seconds a running job of the QOS is no victim of
                   reclaim by another account / of preemption in its own; the larger of these
-                  and its account's min_runtime_* counts, docs/preemption.md)
+                  and its account's min_runtime_* counts, docs/preemption.md),
+                  max_wall = "UNLIMITED" | Slurm time (Slurm's MaxWall: a longer -t is refused,
+                  a job without -t gets it), idle_timeout = Slurm time (default none: a
+                  running job of the QOS whose GPUs all read 0 % in every NVML sample for
+                  that long is ended, docs/interactive.md)
 """
 
 from __future__ import annotations
@@ -138,6 +142,8 @@ class QosConfig:
     grace_time_s: int = 60
     min_runtime_reclaim_s: int = 0  # protection from reclaim (another account), seconds
     min_runtime_preempt_s: int = 0  # protection from preemption in its account (PreemptExemptTime)
+    max_wall_s: int = -1  # Slurm's MaxWall; -1 = UNLIMITED
+    idle_timeout_s: int = 0  # end a job whose GPUs stayed at 0 % this long; 0 = never
 
 
 @dataclass
@@ -268,6 +274,15 @@ def _str(path: str, key: str, v: Any) -> str:
     if not isinstance(v, str) or not v:
         raise _fail(path, key, f"must be a non-empty string, got {v!r}")
     return v
+
+
+def _idle(path: str, key: str, v: Any) -> int:
+    """An idle timeout in seconds: absent or UNLIMITED = 0 (never); else a Slurm time
+    (whole minutes, as every Slurm time limit)."""
+    if v is None:
+        return 0
+    secs = parse_duration(path, key, v)
+    return 0 if secs < 0 else secs
 
 
 def parse_duration(path: str, key: str, v: Any) -> int:
@@ -447,6 +462,8 @@ def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
             grace_time_s=int(q.get("grace_time_s", 60)),
             min_runtime_reclaim_s=_int(path, f"{k}.min_runtime_reclaim_s", q.get("min_runtime_reclaim_s", 0)),
             min_runtime_preempt_s=_int(path, f"{k}.min_runtime_preempt_s", q.get("min_runtime_preempt_s", 0)),
+            max_wall_s=parse_duration(path, f"{k}.max_wall", q.get("max_wall", "UNLIMITED")),
+            idle_timeout_s=_idle(path, f"{k}.idle_timeout", q.get("idle_timeout")),
         ))
     if not cfg.qos:
         # no [[qos]] at all: KAI's classes, a preemptible `normal` for training and

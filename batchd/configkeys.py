@@ -41,7 +41,7 @@ MIG = ("profile", "uuid", "slices", "parent_slices", "memory_mb")
 LINKS = ("nvlink", "nvlink_p2p", "pcie")
 PARTITION = ("name", "nodes", "default", "max_time", "default_time", "priority_job_factor")
 QOS = ("name", "priority", "preemptible", "usage_factor", "max_gpus_per_user", "grace_time_s",
-       "min_runtime_reclaim_s", "min_runtime_preempt_s")
+       "min_runtime_reclaim_s", "min_runtime_preempt_s", "max_wall", "idle_timeout")
 
 TOP_LEVEL = "the top level"
 #: the tables `unknown_key` looks through for a key that is another table's

@@ -294,3 +294,7 @@ def step_output_path(cwd: str, job_id: int, step_id: int, procid: int) -> str:
     stderr): a hidden file in the step's working directory, which srun prints and
     removes when the step ends (the job's nodes share that directory)."""
     return f"{cwd.rstrip('/')}/.srun-{job_id}.{step_id}.{procid}.out"
+
+
+#: the Reason an ended job keeps when its QOS's idle_timeout ended it (its GPUs stayed at 0 %)
+IDLE_REASON = "GpuIdleTimeout"

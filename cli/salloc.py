@@ -58,6 +58,7 @@ from batchd.cli.srun_alloc import (
     refuse_batch_only,
     submit,
 )
+from batchd.protocol import IDLE_REASON
 
 PROG = "salloc"
 #: the options the help describes (the reference and the completions read it); salloc
@@ -229,6 +230,9 @@ def _run(argv: list[str], outdir: str) -> int:
             if v is not None and v.get("state") in FINAL:
                 revoked.set()
                 say(f"Job allocation {job_id} has been revoked.")
+                if v.get("reason") == IDLE_REASON:
+                    sys.stderr.write(f"{PROG}: error: the allocation's GPUs stayed at 0 % for the idle_timeout "
+                                     f"of QOS {v.get('qos')}\n")
                 # Slurm's salloc waits for the command; only -K signals it
                 if values.get("kill_signal"):
                     try:

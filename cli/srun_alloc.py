@@ -39,6 +39,7 @@ from batchd.cli import sbatch as sb
 from batchd.cli import sbatch_opts as so
 from batchd.cli.client import DaemonError, Unreachable, request
 from batchd.cli.options import Opt, OptionError, die, parse
+from batchd.protocol import IDLE_REASON
 
 PROG = "srun"
 #: srun's options that sbatch does not have (no argument each)
@@ -303,6 +304,8 @@ def _stepd_line(job_id: int, node: str, view: dict) -> None:
     """slurmstepd's line for a job batchd ended (the job's error file holds it without a
     pty; with one, srun says it)."""
     why = {"TIMEOUT": " DUE TO TIME LIMIT", "CANCELLED": "", "PREEMPTED": " DUE TO PREEMPTION"}
+    if view.get("reason") == IDLE_REASON:
+        why["CANCELLED"] = " DUE TO GPU IDLE TIMEOUT"
     if view.get("state") in why:
         end = view.get("end_time")
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(float(end))) if end else "?"

@@ -30,6 +30,7 @@ from batchd.node.runs import end_run
 from batchd.node.runsampler import RunSampler
 from batchd.node.spool import REQUEST, read_json
 from batchd.node.steprunner import StepRunner
+from batchd.protocol import IDLE_REASON
 from batchd.store import Store
 from batchd.store import steps as step_store
 
@@ -233,7 +234,25 @@ class Agent:
             self._forward(j)
         self._forward_limit(j)
         self.sampler.sample(j, st.pid)
+        self._end_if_idle(j)
         return 0
+
+    def _end_if_idle(self, j: Job) -> None:
+        """The QOS's idle_timeout: a run whose GPUs all read 0 % in every sample for that
+        long is ended (CANCELLED, Reason GpuIdleTimeout, slurmstepd's line in its error
+        file saying why); only where NVML samples exist."""
+        limit = next((q.idle_timeout_s for q in self.cfg.qos if q.name == j.qos), 0)
+        key = (j.id, j.restarts)
+        if not limit or self._sent.get(key) == "idle":
+            return
+        idle = self.sampler.idle_s(j.id, j.restarts)
+        if idle < limit:
+            return
+        self._sent[key] = "idle"
+        self.store.update_job(j.id, ("RUNNING",), reason=IDLE_REASON)
+        launcher.terminate(self.spool, j.id, j.restarts, "cancel", grace_s=self.cfg.kill_wait_s, cause="idle")
+        log.info("job idle timeout job_id=%s run=%s qos=%s idle_s=%d idle_timeout_s=%d", j.id, j.restarts, j.qos,
+                 idle, limit)
 
     def _step_orphan(self, job_id: int, run: int) -> None:
         st = launcher.poll(self.spool, job_id, run)

@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from batchd.model import Job, UsageRec
+from batchd.protocol import IDLE_REASON
 from batchd.slurm.tres import parse_tres
 from batchd.store import Store
 
@@ -68,7 +69,7 @@ def end_run(store: Store, j: Job, state: str, code: int, sig: int, start: float,
             changes["time_limit_s"] = None
     else:
         changes = {"state": state, "end_time": end, "exit_code": code, "exit_signal": sig, "action": None,
-                   "reason": "None"}
+                   "reason": IDLE_REASON if j.reason == IDLE_REASON else "None"}
     written = store.finish_run(j.id, run, changes, usage)
     if written:
         log.info("job ended job_id=%s run=%s state=%s exit=%s:%s requeued=%s", j.id, run, state, code, sig,

@@ -35,6 +35,8 @@ class RunSampler:
         self.nodes = nodes
         self._last: dict[tuple[int, int], float] = {}  # (job id, run) -> time of its last sample
         self._cpu: dict[tuple[int, int], CpuReadings] = {}  # (job id, run) -> its processes' readings
+        # (job id, run) -> when the samples began to read every GPU of the run at 0 %
+        self._idle_since: dict[tuple[int, int], float] = {}
         self._gpu_sampler: Any = None
         if any(cfg.node(n).gpus == "nvml" for n in nodes):
             from batchd.node.gpusample import GpuSampler
@@ -55,11 +57,23 @@ class RunSampler:
         devices = self._gpu_uuids(j) if self._gpu_sampler is not None else None
         readings = self._cpu.setdefault(key, {})
         try:
-            record_sample(self.store, j.id, j.restarts,
-                          sample_job([pid], devices=devices, gpu_sampler=self._gpu_sampler, now=now,
-                                     readings=readings))
+            got = sample_job([pid], devices=devices, gpu_sampler=self._gpu_sampler, now=now, readings=readings)
+            record_sample(self.store, j.id, j.restarts, got)
         except Exception as e:  # sampling never disturbs the job or the agent
             log.warning("sample failed job_id=%s error=%s", j.id, e)
+            return
+        util = got.get("gpu_util_pct")
+        if util is None or util > 0:  # no reading (no NVML, a failed sample), or busy
+            self._idle_since.pop(key, None)
+        else:
+            self._idle_since.setdefault(key, now)
+
+    def idle_s(self, job_id: int, run: int, now: float | None = None) -> float:
+        """How long every sample of the run has read its GPUs at 0 % (the mean over its
+        GPUs is 0 only when each is): from the first such sample of the current streak to
+        `now`; 0 while any reads busy or none was read (no NVML: never idle)."""
+        since = self._idle_since.get((job_id, run))
+        return 0.0 if since is None else max(0.0, (time.time() if now is None else now) - since)
 
     def _gpu_uuids(self, j: Job) -> list[str]:
         """UUIDs of the devices (or MIG instances) the job holds on this agent's nodes."""
@@ -78,9 +92,10 @@ class RunSampler:
         """Drop the sampling state of an ended run."""
         self._last.pop((job_id, run), None)
         self._cpu.pop((job_id, run), None)
+        self._idle_since.pop((job_id, run), None)
 
     def retain(self, live: set[tuple[int, int]]) -> None:
         """Keep the sampling state of the runs in `live` (job id, run) only."""
-        for d in (self._last, self._cpu):
+        for d in (self._last, self._cpu, self._idle_since):
             for key in [k for k in d if k not in live]:
                 del d[key]

@@ -73,7 +73,7 @@ REASON_STATE = {"cancel": "CANCELLED", "preempt": "PREEMPTED", "timeout": "TIMEO
 #: file, per cause of the end (`terminate`'s `cause`; None: no line).
 CANCEL_NOTES: dict[str, str | None] = {
     "cancel": "", "preempt": " DUE TO PREEMPTION", "requeue": " DUE TO JOB REQUEUE",
-    "timeout": " DUE TO TIME LIMIT", "node_fail": None}
+    "timeout": " DUE TO TIME LIMIT", "node_fail": None, "idle": " DUE TO GPU IDLE TIMEOUT"}
 
 
 @dataclass

@@ -216,8 +216,10 @@ def _time(spec: dict, part: dict, qos_rec: dict) -> tuple[int | None, int | None
     if tmin is not None and upper != -1 and tmin != -1 and tmin > upper:
         raise _reject(TIME_INVALID, "InvalidTimeLimit")
     wall = qos_rec.get("max_wall_s")
-    if wall is not None and wall >= 0 and (upper == -1 or upper > wall) and spec.get("time_limit_s") is not None:
-        raise _reject(TIME_INVALID, "InvalidTimeLimit")
+    if wall is not None and wall >= 0 and (upper == -1 or upper > wall):
+        if spec.get("time_limit_s") is not None:
+            raise _reject(TIME_INVALID, "InvalidTimeLimit")
+        t = wall  # no -t: the QOS's MaxWall bounds the partition's DefaultTime or MaxTime
     return (None if t is None else int(t)), tmin
 
 

@@ -120,7 +120,7 @@ class Service(Submission, JobChanges):
             "default_account": default,
             "qos": {q.name: {"priority": q.priority, "preemptible": q.preemptible,
                              "usage_factor": q.usage_factor, "max_gpus_per_user": q.max_gpus_per_user,
-                             "grace_time_s": q.grace_time_s} for q in self.cfg.qos},
+                             "grace_time_s": q.grace_time_s, "max_wall_s": q.max_wall_s} for q in self.cfg.qos},
             "default_qos": "normal",
             "shard_per_gpu": self.cfg.shard_per_gpu,
             "max_hostlist_names": int(self.cfg.limits["max_hostlist_names"]),

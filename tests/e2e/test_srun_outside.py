@@ -9,6 +9,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from tests.harness import BIN
 
 
@@ -117,3 +119,33 @@ def test_stdin_goes_to_the_task(cluster):
     p = subprocess.Popen(f"yes | {BIN / 'srun'} true", shell=True, env=cluster.env, cwd=cluster.root,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert p.wait(timeout=30) == 0
+
+
+INTERACTIVE_QOS = """
+[[qos]]
+name = "normal"
+[[qos]]
+name = "interactive"
+preemptible = false
+max_wall = "8:00:00"
+idle_timeout = "1:00:00"
+"""
+
+
+@pytest.mark.config_extra(INTERACTIVE_QOS)
+def test_an_interactive_qos_bounds_time_and_is_billed_like_a_batch_job(cluster):
+    """The examples' interactive QOS: a longer -t is refused as Slurm refuses it, no -t
+    gets its MaxWall, and the job is an ordinary job for accounting (its billing)."""
+    big = cluster.run("srun", "-q", "interactive", "-t", "9:00:00", "true", check=False)
+    assert big.returncode == 1
+    assert big.stderr == ("srun: error: Unable to allocate resources: Requested time limit is invalid "
+                          "(missing or exceeds some limit)\n")
+    r = cluster.run("srun", "-q", "interactive", "--gres=gpu:2", "-J", "inter", "sh", "-c", "sleep 1")
+    assert r.returncode == 0
+    job = _named(cluster, "inter", states=("COMPLETED",))
+    assert job["qos"] == "interactive" and job["time_limit_s"] == 8 * 3600
+    # billed as any job of the cluster's weights (CPU=1.0,Mem=0.25G,GRES/gpu=2.0): 2 GPUs = 4
+    billing = dict(kv.split("=") for kv in job["tres_alloc"].split(","))["billing"]
+    assert int(billing) >= 4
+    row = cluster.run("sacct", "-X", "-n", "-P", "-j", str(job["id"]), "-o", "qos,state,timelimit").stdout.split("|")
+    assert [c.strip() for c in row] == ["interactive", "COMPLETED", "08:00:00"]

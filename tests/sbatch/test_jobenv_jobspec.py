@@ -169,6 +169,9 @@ def test_time_min_over_limit_and_qos_wall():
     c = dict(CLUSTER, qos={"normal": {"max_wall_s": 3600}})
     with pytest.raises(SubmitError, match="Requested time limit is invalid"):
         jobspec.resolve(base_spec(time_limit_s=7200), c, "root", 0)
+    # within MaxWall: kept; no -t at all: the QOS's MaxWall is the job's limit
+    assert jobspec.resolve(base_spec(time_limit_s=1800), c, "root", 0)["time_limit_s"] == 1800
+    assert jobspec.resolve(base_spec(), c, "root", 0)["time_limit_s"] == 3600
 
 
 def test_output_none_is_dev_null():

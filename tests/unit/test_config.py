@@ -41,6 +41,8 @@ def test_defaults():
     ({**NODE, "gpu_env": "names"}, "gpu_env"),
     ({**NODE, "qos": [{"name": "q", "min_runtime_reclaim_s": -1}]}, "qos[0].min_runtime_reclaim_s"),
     ({**NODE, "qos": [{"name": "q", "min_runtime_preempt_s": "10:00"}]}, "qos[0].min_runtime_preempt_s"),
+    ({**NODE, "qos": [{"name": "q", "max_wall": "soon"}]}, "qos[0].max_wall"),
+    ({**NODE, "qos": [{"name": "q", "idle_timeout": "an hour"}]}, "qos[0].idle_timeout"),
 ])
 def test_errors_name_the_key(data, where):
     with pytest.raises(ConfigError) as e:
@@ -163,7 +165,8 @@ FULL = {
     "partition": [{"name": "p", "nodes": ["n1"], "default": True, "max_time": "1-00:00:00",
                    "default_time": "1:00:00", "priority_job_factor": 2}],
     "qos": [{"name": "q", "priority": 5, "preemptible": False, "usage_factor": 2.0, "max_gpus_per_user": 4,
-             "grace_time_s": 30, "min_runtime_reclaim_s": 60, "min_runtime_preempt_s": 60}]}
+             "grace_time_s": 30, "min_runtime_reclaim_s": 60, "min_runtime_preempt_s": 60,
+             "max_wall": "8:00:00", "idle_timeout": "30"}]}
 
 
 def test_every_known_key_loads():
@@ -174,6 +177,7 @@ def test_every_known_key_loads():
     assert set(FULL["qos"][0]) == set(keys.QOS) and set(FULL["accounting"]) == set(keys.ACCOUNTING)
     cfg = parse_config(FULL)
     assert cfg.scheduler == SCHEDULER and cfg.priority == FULL["priority"] and cfg.qos[-1].name == "q"
+    assert (cfg.qos[-1].max_wall_s, cfg.qos[-1].idle_timeout_s) == (8 * 3600, 30 * 60)
 
 
 def test_every_config_the_examples_and_docs_hold_loads():
