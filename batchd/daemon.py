@@ -30,6 +30,7 @@ from batchd.errors import BatchdError, ConfigError
 from batchd.layout import prepare_state_dir
 from batchd.model import Node
 from batchd.node.agent import Agent
+from batchd.node.wakeup import WakeListener
 from batchd.server.httpserver import ApiServer, Limits
 from batchd.server.service import Service
 from batchd.store import Store
@@ -109,6 +110,7 @@ class Daemon:
         # a pooled connection per API thread, plus the cycle, the agents and the heartbeat
         self.store = Store(cfg.db_url(), pool_size=Limits.of(cfg.limits).api_threads + 4)
         self.wake_event = threading.Event()
+        self.wake_listener: WakeListener | None = None
         self.stop_event = threading.Event()
         self.node_names = node_names or default_nodes(cfg)
         self.leadership = Leadership(cfg.db_url(), self.node_names[0])
@@ -205,6 +207,10 @@ class Daemon:
                                 max_instances=1, coalesce=True)
         self._scheduler.start()
         self.notifier.start()
+        # a run's supervisor says when the run ended: its end is recorded (and the cycle
+        # that follows runs) at once, not at the agent's next pass
+        self.wake_listener = WakeListener(self.agent.spool, self.wake_event.set)
+        self.wake_listener.start()
         self.loop_thread = threading.Thread(target=self._loop, name="loop", daemon=True)
         self.loop_thread.start()
         log.info("batchd started cluster=%s socket=%s nodes=%s db=%s", self.cfg.cluster_name, self.cfg.socket,
@@ -306,6 +312,8 @@ class Daemon:
         sd_notify("STOPPING=1")
         self.stop_event.set()
         self.notifier.stop()
+        if self.wake_listener is not None:
+            self.wake_listener.stop()
         self.leadership.release()
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=False)

@@ -332,6 +332,9 @@ class Supervisor(RunControl):
             "requested": self.requested, "error": self.error.decode(errors="replace") or None})
         log.info("job exited job_id=%s run=%s state=%s exit=%s:%s", self.req.job_id, self.req.run,
                  final, exit_code, sig)
+        from batchd.node.wakeup import wake_agent
+
+        wake_agent(os.path.dirname(self.jobdir))  # the agent records the end now, not at its next pass
 
 
 def main(argv: list[str] | None = None) -> int:
