@@ -34,6 +34,8 @@ MAX_FRAME = 1 << 20
 #: frame kinds: data (terminal bytes either way), window size (rows, cols), end of the
 #: user's input, the task's exit (its code), a signal for the task's foreground
 DATA, WINSIZE, EOF, EXIT, SIGNAL = b"D", b"W", b"E", b"X", b"S"
+#: salloc's holder: the job's environment (`NAME=value` items, NUL-separated), sent once
+ENVIRON = b"V"
 
 
 class ChannelError(Exception):

@@ -10,6 +10,10 @@ Its exit code is COMMAND's, which the job keeps.
 - the job ended by batchd (time limit, scancel): the supervisor signals every process of
   the job; the relay keeps draining the pty and sends COMMAND's end to srun.
 - no srun reachable: exit 1 after CONNECT_WAIT_S with a line on stderr (the job's error file).
+
+`--hold` (salloc's allocation): no command; the relay sends the job's environment (the
+SLURM_* variables of the allocation) to salloc and waits for salloc's EXIT frame, whose code
+it exits with; a lost connection (salloc gone) ends the job at once, exit 1.
 """
 
 from __future__ import annotations
@@ -103,16 +107,41 @@ def _hang_up(pid: int) -> int:
     return 128 + signal.SIGKILL
 
 
+def hold(ch: pc.Channel) -> int:
+    """salloc's holder: the environment to salloc, then wait for its end."""
+    ch.send(pc.ENVIRON, b"\0".join(f"{k}={v}".encode(errors="replace") for k, v in os.environ.items()))
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    while True:
+        try:
+            frames = ch.recv()
+        except (OSError, pc.ChannelError):
+            frames = None
+        if frames is None:
+            return 1
+        for kind, payload in frames:
+            if kind == pc.EXIT:
+                code = int(payload.decode() or "1")
+                return code if 0 <= code <= 255 else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    holding = argv[:1] == ["--hold"]
+    if holding:
+        argv = argv[1:]
     if argv[:1] == ["--"]:
         argv = argv[1:]
     spec = os.environ.pop("BATCHD_PTY", "")
     key = os.environ.pop("BATCHD_PTY_KEY", "")
-    if not argv or not spec or not key:
-        sys.stderr.write("batchd pty: run by srun --pty only (BATCHD_PTY, BATCHD_PTY_KEY)\n")
+    if not (argv or holding) or not spec or not key:
+        sys.stderr.write("batchd pty: run by srun --pty and salloc only (BATCHD_PTY, BATCHD_PTY_KEY)\n")
         return 2
     ch = _connect(spec, key)
+    if holding:
+        try:
+            return hold(ch)
+        finally:
+            ch.sock.close()
     rows, cols = 24, 80
     pending: list[tuple[bytes, bytes]] = []
     ch.sock.settimeout(FIRST_FRAME_WAIT_S)

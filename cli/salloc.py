@@ -30,9 +30,12 @@ its code, which the job keeps (sacct). `scancel` or the time limit revokes it
 with its code, as Slurm's does, unless `-K`/`--kill-command[=SIGNAL]` (default SIGTERM)
 asks for COMMAND to get that signal then.
 
-The allocation is a job named `interactive` (or -J) whose script waits for salloc: it
-reads a FIFO in a 0700 directory of the caller's, where salloc writes COMMAND's exit code
-at the end (the job's first node must be this machine or share its /tmp).
+The allocation is a job named `interactive` (or -J) whose script is a holder that
+connects back to salloc (`python -m batchd.cli.ptyhost --hold`, over srun --pty's channel:
+batchd.cli.ptychannel), sends the job's environment (salloc's SLURM_* variables come from
+it) and waits for COMMAND's exit code, which it exits with. The job's first node may be any
+node that can reach this machine; salloc gone (its terminal closed, killed), the holder
+sees the connection close and the allocation ends.
 """
 
 from __future__ import annotations
@@ -42,7 +45,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -53,7 +55,6 @@ from batchd.cli.srun_alloc import (
     cancel,
     job_spec,
     job_view,
-    open_for_writing,
     option_words,
     refuse_batch_only,
     submit,
@@ -68,10 +69,6 @@ SALLOC_ONLY = [Opt("K", "kill-command", "optional", "kill_command")]
 TABLE = [o for o in so.TABLE if o.long in ("account", "cpus-per-task", "chdir", "gpus", "gres", "job-name", "mem",
                                            "nodes", "ntasks", "partition", "quiet", "qos", "time", "help")] + SALLOC_ONLY
 POLL_S = 0.1
-#: the job's script: leave the job's environment for salloc (where salloc's directory is
-#: reachable), then wait for COMMAND's exit code
-HOLDER = ('env -0 > "$2.part" 2>/dev/null && mv -f "$2.part" "$2"; '
-          'read rc < "$1" 2>/dev/null; exit "${rc:-1}"')
 #: the job's variables Slurm 22.05's salloc gives its command (recorded; SLURM_CONF aside:
 #: batchd has no slurm.conf)
 SALLOC_KEYS = ("SLURM_CLUSTER_NAME", "SLURM_JOBID", "SLURM_JOB_ACCOUNT", "SLURM_JOB_CPUS_PER_NODE", "SLURM_JOB_ID",
@@ -81,18 +78,11 @@ SALLOC_KEYS = ("SLURM_CLUSTER_NAME", "SLURM_JOBID", "SLURM_JOB_ACCOUNT", "SLURM_
                "SLURM_MEM_PER_NODE", "SLURM_MEM_PER_GPU", "SLURM_GPUS", "SLURM_GPUS_PER_NODE")
 
 
-def job_variables(path: str, spec: dict) -> dict[str, str]:
-    """Slurm's salloc variables out of the environment the job left at `path` (`env -0`);
-    empty when it is not there (the job's node does not share this machine's /tmp).
+def job_variables(environ: dict[str, str], spec: dict) -> dict[str, str]:
+    """Slurm's salloc variables out of the job's environment (what the holder sent);
     SLURM_MEM_PER_CPU only when the user asked for it (a batch job has it by default)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
-        return {}
-    env = dict(item.decode(errors="replace").partition("=")[::2] for item in data.split(b"\0") if b"=" in item)
     keys = (*SALLOC_KEYS, *(("SLURM_MEM_PER_CPU",) if spec.get("mem_per_cpu_mb") else ()))
-    return {k: env[k] for k in keys if k in env}
+    return {k: environ[k] for k in keys if k in environ}
 
 
 def allocation_env(view: dict, spec: dict) -> dict[str, str]:
@@ -114,6 +104,10 @@ def allocation_env(view: dict, spec: dict) -> dict[str, str]:
     return env
 
 
+def holder_environment(payload: bytes) -> dict[str, str]:
+    return dict(item.decode(errors="replace").partition("=")[::2] for item in payload.split(b"\0") if b"=" in item)
+
+
 def kill_signal(value: str | bool) -> int:
     """The signal of `-K`/`--kill-command[=SIGNAL]` (a name with or without SIG, or a
     number; SIGTERM when none is given, as Slurm's salloc)."""
@@ -129,7 +123,8 @@ def kill_signal(value: str | bool) -> int:
         sys.exit(1)
 
 
-def build(argv: list[str], environ: dict[str, str], fifo: str, env_file: str = "/dev/null") -> tuple[dict, dict, list[str]]:
+def build(argv: list[str], environ: dict[str, str],
+          channel_env: dict[str, str] | None = None) -> tuple[dict, dict, list[str]]:
     try:
         values, command = parse(PROG, argv, [*so.TABLE, *SALLOC_ONLY], stop_at_positional=True, exit_code=1)
     except OptionError as e:
@@ -142,24 +137,30 @@ def build(argv: list[str], environ: dict[str, str], fifo: str, env_file: str = "
         values["kill_signal"] = kill_signal(values["kill_command"])
     if not command:
         command = [environ.get("SHELL") or "/bin/sh"]
-    extra = ["--wrap", shlex.join(["sh", "-c", HOLDER, "holder", fifo, env_file]), "-o", "/dev/null", "-e", "/dev/null"]
+    extra = ["--wrap", "exec " + shlex.join([sys.executable, "-m", "batchd.cli.ptyhost", "--hold"]),
+             "-o", "/dev/null", "-e", "/dev/null"]
     if values.get("name") is None:
         extra += ["-J", "interactive"]
     words = [w for w in option_words(argv, command) if not (w == "-K" or w.startswith(("-K", "--kill-command")))]
-    return job_spec(PROG, [*words, *extra], environ), values, command
+    spec = job_spec(PROG, [*words, *extra], environ)
+    if channel_env:
+        spec["environment"] = dict(spec.get("environment") or {}, **channel_env)
+    return spec, values, command
 
 
 def main(argv: list[str] | None = None) -> int:
+    from batchd.cli.srun_pty import PtyListener
+
     argv = sys.argv[1:] if argv is None else argv
-    with tempfile.TemporaryDirectory(prefix="batchd-salloc-", ignore_cleanup_errors=True) as outdir:  # 0700
-        return _run(argv, outdir)
+    listener = PtyListener()
+    try:
+        return _run(argv, listener)
+    finally:
+        listener.close()
 
 
-def _run(argv: list[str], outdir: str) -> int:
-    fifo = os.path.join(outdir, "release")
-    os.mkfifo(fifo, 0o600)
-    env_file = os.path.join(outdir, "env")
-    spec, values, command = build(argv, dict(os.environ), fifo, env_file)
+def _run(argv: list[str], listener) -> int:
+    spec, values, command = build(argv, dict(os.environ), listener.environment())
     quiet = bool(values.get("quiet"))
 
     def say(text: str) -> None:
@@ -197,19 +198,13 @@ def _run(argv: list[str], outdir: str) -> int:
         say(f"job {job_id} has been allocated resources")
     say(f"Granted job allocation {job_id}")
 
-    def job_running() -> bool:  # while the job's holder has not opened the FIFO yet
-        v = job_view(job_id)
-        if v is not None and v.get("state") in FINAL:
-            return False
-        time.sleep(POLL_S)
-        return True
-
     stop = threading.Event()
-    fd = open_for_writing(fifo, job_running)
-    if fd is None:
+    holder_env = _await_holder(job_id, listener)
+    if holder_env is None:
         say(f"Job allocation {job_id} has been revoked.")
         return 1
-    env = {**os.environ, **allocation_env(view or {"id": job_id}, spec), **job_variables(env_file, spec)}
+    ch = listener.channel
+    env = {**os.environ, **allocation_env(view or {"id": job_id}, spec), **job_variables(holder_env, spec)}
     # the command has the terminal; salloc does not stop at the user's Ctrl-C
     for s, h in old.items():
         signal.signal(s, h if s != signal.SIGINT else signal.SIG_IGN)
@@ -219,8 +214,7 @@ def _run(argv: list[str], outdir: str) -> int:
                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     except OSError as e:
         sys.stderr.write(f"{PROG}: error: {command[0]}: {e.strerror}\n")
-        os.write(fd, b"1\n")
-        os.close(fd)
+        _release(ch, 1)
         return 1
     revoked = threading.Event()
 
@@ -247,11 +241,8 @@ def _run(argv: list[str], outdir: str) -> int:
     code = rc if rc >= 0 else 128 - rc
     if not revoked.is_set():
         say(f"Relinquishing job allocation {job_id}")
-        try:
-            os.write(fd, f"{min(code, 255)}\n".encode())
-        except OSError:
-            pass
-    os.close(fd)
+        _release(ch, min(code, 255))
+    ch.sock.close()
     if not revoked.is_set():  # the job ends with the command's code: wait for it (briefly)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -260,6 +251,40 @@ def _run(argv: list[str], outdir: str) -> int:
                 break
             time.sleep(POLL_S)
     return code
+
+
+def _await_holder(job_id: int, listener) -> dict[str, str] | None:
+    """The job's environment once its holder has connected and sent it; None when the job
+    ended first."""
+    from batchd.cli import ptychannel as pc
+
+    while not listener.try_accept(POLL_S):
+        v = job_view(job_id)
+        if v is not None and v.get("state") in FINAL:
+            return None
+    ch = listener.channel
+    ch.sock.settimeout(30)
+    try:
+        while True:
+            frames = ch.recv()
+            if frames is None:
+                return None
+            for kind, payload in frames:
+                if kind == pc.ENVIRON:
+                    ch.sock.settimeout(None)
+                    return holder_environment(payload)
+    except (OSError, pc.ChannelError):
+        return None
+
+
+def _release(ch, code: int) -> None:
+    """COMMAND's exit code to the holder, which ends the job with it."""
+    from batchd.cli import ptychannel as pc
+
+    try:
+        ch.send(pc.EXIT, str(code).encode())
+    except OSError:
+        pass
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ restart of node2's daemon."""
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 
@@ -42,3 +43,27 @@ def test_a_pty_step_on_another_nodes_agent_survives_that_daemons_restart(pgclust
         assert done["exit_code"] == "6:0"
     finally:
         t.close()
+
+
+def test_salloc_on_another_nodes_agent_and_its_end_when_salloc_vanishes(pgcluster):
+    import subprocess
+
+    c = pgcluster
+    for n in ("node1", "node2"):
+        c.start(n)
+    r = c.run("node1", "salloc", "-w", "node2", "--gres=gpu:2", "sh", "-c",
+              f"echo $SLURM_JOB_NODELIST $SLURM_TASKS_PER_NODE; {c.bin}/srun sh -c 'echo $SLURMD_NODENAME "
+              "$CUDA_VISIBLE_DEVICES'; exit 3", check=False)
+    assert r.returncode == 3, r.stderr
+    assert r.stdout.splitlines() == ["node2 1", "node2 0,1"]
+    # salloc killed outright: the holder on node2 sees the channel close and the job ends
+    p = subprocess.Popen([str(c.bin / "salloc"), "-w", "node2", "-J", "vanish", "sleep", "60"], env=c.env("node1"),
+                         cwd=c.root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    jid = c.wait("node1", lambda: next((j for j, v in c.jobs("node1").items()
+                                        if v["name"] == "vanish" and v["state"] == "RUNNING"), None), "salloc's job")
+    time.sleep(1)
+    os.killpg(p.pid, signal.SIGKILL)  # salloc and its command at once, as a closed terminal's session
+    p.wait()
+    done = c.wait("node1", lambda: (lambda v: v if v["state"] not in ("RUNNING", "PENDING") else None)(
+        c.jobs("node1")[jid]), "the allocation to end")
+    assert done["state"] == "FAILED" and done["exit_code"] == "1:0"
