@@ -1,4 +1,4 @@
-"""The channel between `srun --pty` and the job's task: one TCP connection, opened from the
+"""The channel between `srun` (and `salloc`) and the job's task: one TCP connection, opened from the
 task's node back to srun, mutually authenticated with a key only srun and the job hold,
 every frame carrying a MAC (docs/interactive.md has the threat model).
 
@@ -36,6 +36,8 @@ MAX_FRAME = 1 << 20
 DATA, WINSIZE, EOF, EXIT, SIGNAL = b"D", b"W", b"E", b"X", b"S"
 #: salloc's holder: the job's environment (`NAME=value` items, NUL-separated), sent once
 ENVIRON = b"V"
+#: without a pty: the task's stderr (its stdout goes as DATA)
+ERR = b"R"
 
 
 class ChannelError(Exception):
@@ -70,11 +72,15 @@ class Channel:
         self._out_seq = self._in_seq = 0
         self._buf = bytearray()
 
-    def send(self, kind: bytes, payload: bytes = b"") -> None:
+    def frame(self, kind: bytes, payload: bytes = b"") -> bytes:
+        """The next frame's bytes, to be sent in order (its sequence number is spent)."""
         head = kind + struct.pack(">I", len(payload))
         tag = _mac(self._session, self._out_dir, struct.pack(">Q", self._out_seq), head, payload)[:MAC]
         self._out_seq += 1
-        self.sock.sendall(head + payload + tag)
+        return head + payload + tag
+
+    def send(self, kind: bytes, payload: bytes = b"") -> None:
+        self.sock.sendall(self.frame(kind, payload))
 
     def feed(self, data: bytes) -> list[tuple[bytes, bytes]]:
         """The whole frames `data` completes (what `recv` gave), checked; the rest is kept."""

@@ -11,6 +11,11 @@ Its exit code is COMMAND's, which the job keeps.
   the job; the relay keeps draining the pty and sends COMMAND's end to srun.
 - no srun reachable: exit 1 after CONNECT_WAIT_S with a line on stderr (the job's error file).
 
+`--pipes FLAGS` (srun without --pty): COMMAND without a terminal; its stdout (`o` in
+FLAGS) and stderr (`e`) are relayed to srun, srun's stdin (`i`) to it; a stream not
+relayed is the job's own (its -o/-e file, /dev/null for stdin). srun gone: SIGTERM to
+COMMAND, SIGKILL after HANGUP_WAIT_S.
+
 `--hold` (salloc's allocation): no command; the relay sends the job's environment (the
 SLURM_* variables of the allocation) to salloc and waits for salloc's EXIT frame, whose code
 it exits with; a lost connection (salloc gone) ends the job at once, exit 1.
@@ -124,11 +129,100 @@ def hold(ch: pc.Channel) -> int:
                 return code if 0 <= code <= 255 else 1
 
 
+#: how much of srun's input the relay keeps for a task that does not read it yet; above
+#: it the relay stops reading the channel's input until the task catches up
+STDIN_BUFFER = 1 << 20
+
+
+def pipes(ch: pc.Channel, argv: list[str], flags: str) -> int:
+    """COMMAND with its streams relayed (see the module docstring); its exit code."""
+    import subprocess
+
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE if "i" in flags else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE if "o" in flags else None,
+                                stderr=subprocess.PIPE if "e" in flags else None)
+    except OSError as e:
+        ch.send(pc.ERR, f"batchd: {argv[0]}: {e.strerror}\n".encode())
+        code = 127 if e.errno == errno.ENOENT else 126
+        ch.send(pc.EXIT, str(code).encode())
+        return code
+    outputs = {p.fileno(): kind for p, kind in ((proc.stdout, pc.DATA), (proc.stderr, pc.ERR)) if p is not None}
+    stdin_fd = proc.stdin.fileno() if proc.stdin is not None else None
+    if stdin_fd is not None:
+        os.set_blocking(stdin_fd, False)
+    pending = bytearray()
+    close_stdin = False
+    while True:
+        if stdin_fd is not None and close_stdin and not pending:
+            os.close(stdin_fd)
+            proc.stdin = None
+            stdin_fd = None
+        readers = [*outputs] + ([ch.sock] if len(pending) < STDIN_BUFFER else [])
+        writers = [stdin_fd] if stdin_fd is not None and pending else []
+        if not outputs and proc.poll() is not None:
+            break
+        try:
+            ready_r, ready_w, _ = select.select(readers, writers, [], 0.5)
+        except InterruptedError:
+            continue
+        for fd in ready_r:
+            if fd in outputs:
+                data = os.read(fd, 65536)
+                if data:
+                    ch.send(outputs[fd], data)
+                else:
+                    del outputs[fd]
+        if ch.sock in ready_r:
+            try:
+                got = ch.recv()
+            except (OSError, pc.ChannelError):
+                got = None
+            if got is None:  # srun is gone: end the task as Slurm ends a step whose srun died
+                return _end_task(proc)
+            for kind, payload in got:
+                if kind == pc.DATA and stdin_fd is not None and not close_stdin:
+                    pending += payload
+                elif kind == pc.EOF:
+                    close_stdin = True
+                elif kind == pc.SIGNAL:
+                    try:
+                        proc.send_signal(int(payload.decode() or "0"))
+                    except (OSError, ValueError):
+                        pass
+        if stdin_fd is not None and stdin_fd in ready_w:
+            try:
+                del pending[:os.write(stdin_fd, pending)]
+            except BlockingIOError:
+                pass
+            except OSError:  # the task closed its stdin: what srun still sends is dropped
+                pending.clear()
+                close_stdin = True
+    status = proc.wait()
+    ch.send(pc.EXIT, str(status).encode())
+    return status if status >= 0 else 128 - status
+
+
+def _end_task(proc) -> int:
+    import subprocess
+
+    proc.terminate()
+    try:
+        status = proc.wait(HANGUP_WAIT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        status = proc.wait()
+    return status if status >= 0 else 128 - status
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     holding = argv[:1] == ["--hold"]
     if holding:
         argv = argv[1:]
+    flags = None
+    if argv[:1] == ["--pipes"] and len(argv) > 1:
+        flags, argv = argv[1], argv[2:]
     if argv[:1] == ["--"]:
         argv = argv[1:]
     spec = os.environ.pop("BATCHD_PTY", "")
@@ -137,9 +231,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("batchd pty: run by srun --pty and salloc only (BATCHD_PTY, BATCHD_PTY_KEY)\n")
         return 2
     ch = _connect(spec, key)
-    if holding:
+    if holding or flags is not None:
         try:
-            return hold(ch)
+            return hold(ch) if holding else pipes(ch, argv, flags or "")
         finally:
             ch.sock.close()
     rows, cols = 24, 80

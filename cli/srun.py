@@ -25,14 +25,13 @@ COMMAND as the user, named after it. While the job waits srun says so, as Slurm'
 `-Q` keeps it quiet); it streams the job's stdout and stderr as they are written and exits
 with the command's exit code. Ctrl-C once says the step's state, twice within a second
 cancels the job (exit 130). With more than one task (`-n`, `-N`) the job runs the tasks as
-one step on its nodes. stdin goes to task 0. Without --pty the job's first node must be
-this machine or share its file system (srun reads the job's output files where they are
-written).
+one step on its nodes. stdin goes to task 0. The job may run on any node: its task
+connects back to this srun over a channel authenticated with a key of the session
+(docs/interactive.md).
 
 `--pty` gives task 0 a pseudo-terminal of its own on its node (`srun --gres=gpu:1 --pty
-bash`): srun's terminal goes raw and is relayed both ways over a connection the task's node
-opens back to srun, authenticated with a key of the job's (docs/interactive.md); the
-window size follows srun's; leaving the shell ends the job with its exit code. Without a
+bash`): srun's terminal goes raw and is relayed both ways over that channel; the window
+size follows srun's; leaving the shell ends the job with its exit code. Without a
 terminal on stdin (a batch script), srun says so as Slurm's does and runs the task without
 one.
 """

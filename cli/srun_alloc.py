@@ -1,11 +1,14 @@
 """srun outside a job: create a job for COMMAND, wait for it as Slurm's srun does, and
-stream its output (see `batchd.cli.srun`'s help).
+relay its task (see `batchd.cli.srun`'s help).
 
-The job is an ordinary batch job whose script runs COMMAND (`exec COMMAND`, or with
-several tasks `exec srun COMMAND`, a step of the job on its nodes): it is scheduled, pinned
-to its GPUs, time-limited, accounted and shown by squeue and sacct like any other, named
-after the command. Its stdout and stderr go to two files in a directory of the caller's
-own (mode 0700) that srun reads as they grow and removes at the end.
+The job is an ordinary batch job whose script is the relay (`python -m batchd.cli.ptyhost`,
+running COMMAND, or with several tasks `srun COMMAND`, a step of the job on its nodes): it
+is scheduled, pinned to its GPUs, time-limited, accounted and shown by squeue and sacct
+like any other, named after the command. The relay connects back to this srun over the
+channel of `batchd.cli.ptychannel` (a per-session key in the job's environment; the job may
+run on any node that reaches this machine) and carries the task's stdout and stderr as they
+are written, srun's stdin, and the task's end; with `--pty` a pseudo-terminal instead.
+`bsub -I`, `-Ip`, `-Is` run through the same code (`run_prepared`).
 
 Slurm's behaviour kept (recorded from a real Slurm 22.05's srun on this machine kind):
 - `srun: job N queued and waiting for resources` when the job cannot start at once, and
@@ -13,25 +16,21 @@ Slurm's behaviour kept (recorded from a real Slurm 22.05's srun on this machine 
   `-Q` neither);
 - a failed task: `srun: error: NODE: task 0: Exited with exit code N`, exit N; a task
   killed by a signal: `srun: error: NODE: task 0: Terminated` (the signal's name), exit
-  128 + the signal;
+  128 + the signal; at the time limit slurmstepd's `*** ... DUE TO TIME LIMIT ***` first;
 - the first Ctrl-C: `srun: interrupt (one more within 1 sec to abort)` and the task's
   state; a second within a second: `srun: sending Ctrl-C to StepId=...`,
   `srun: forcing job termination`, the job cancelled, exit 130;
 - `-l`: every line of output prefixed with the task number (`0: `);
-- stdin goes to task 0 (here: the job's input is a FIFO in that directory, which srun
-  feeds once the job opens it).
+- stdin goes to task 0.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import shlex
 import shutil
 import signal
 import sys
-import tempfile
-import threading
 import time
 from collections.abc import Callable
 
@@ -125,45 +124,48 @@ def _tasks(values: dict) -> int:
     return max(num("ntasks"), num("nodes") * num("ntasks_per_node"), num("nodes"))
 
 
-def build(argv: list[str], environ: dict[str, str], outdir: str,
-          pty: Callable[[], dict[str, str]] | None = None) -> tuple[dict, dict, list[str]]:
-    """(JOB_SPEC, srun's values, COMMAND) for an srun command line outside a job; with
-    `--pty` and `pty` (the relay's variables, asked for only then) a job whose task is
-    COMMAND on a pseudo-terminal (`batchd.cli.ptyhost`)."""
+RELAY = [sys.executable, "-m", "batchd.cli.ptyhost"]
+
+
+def build(argv: list[str], environ: dict[str, str], channel_env: dict[str, str],
+          terminal: bool = False) -> tuple[dict, dict, list[str], bool]:
+    """(JOB_SPEC, srun's values, COMMAND, whether the task gets a pty) for an srun command
+    line outside a job. The job's script is the relay (`batchd.cli.ptyhost`), which connects
+    back to srun with `channel_env` (the listener's address and key): COMMAND on a
+    pseudo-terminal with `--pty` and a `terminal` on stdin, else with its output (and stdin)
+    relayed. With several tasks COMMAND is one step of the job on its nodes (`srun` there)."""
     opts, values, command = split_argv(argv)
     if not command:
         sys.stderr.write(f"{PROG}: fatal: No command given to execute.\n")
         sys.exit(1)
     refuse_batch_only(PROG, values)
     several = _tasks(values) > 1
-    if values.get("pty") and pty is not None:
-        if several:
-            sys.stderr.write(f"{PROG}: fatal: --pty runs one task here; leave out -n and -N or --pty\n")
-            sys.exit(1)
-        relay = [sys.executable, "-m", "batchd.cli.ptyhost", "--", *command]
-        extra = ["--wrap", "exec " + shlex.join(relay), "-o", "/dev/null", "-e", "/dev/null"]
-        if values.get("name") is None:
-            extra += ["-J", os.path.basename(command[0]) or "srun"]
-        spec = job_spec(PROG, [*opts, *extra], environ)
-        spec["environment"] = dict(spec.get("environment") or {}, **pty())
-        return spec, values, command
-    if several:  # the tasks as one step of the job, on its nodes (batchd's srun inside the job)
-        here = shutil.which("srun", path=os.path.dirname(os.path.abspath(sys.argv[0])) or None) or "srun"
-        wrap = "exec " + shlex.join([here, *(["-l"] if values.get("label") else []), *command])
+    use_pty = bool(values.get("pty")) and terminal
+    if use_pty and several:
+        sys.stderr.write(f"{PROG}: fatal: --pty runs one task here; leave out -n and -N or --pty\n")
+        sys.exit(1)
+    extra: list[str] = []
+    if use_pty:
+        relay = [*RELAY, "--", *command]
+        extra += ["-o", "/dev/null", "-e", "/dev/null"]
     else:
-        wrap = "exec " + shlex.join(command)
-    extra = ["--wrap", wrap]
+        if several:  # the tasks as one step of the job, on its nodes (batchd's srun inside the job)
+            here = shutil.which("srun", path=os.path.dirname(os.path.abspath(sys.argv[0])) or None) or "srun"
+            inner = [here, *(["-l"] if values.get("label") else []), *command]
+        else:
+            inner = command
+        flags = "".join(f for f, key in (("o", "output"), ("e", "error")) if values.get(key) is None)
+        if values.get("input") is None and not several and stdin_forwarded():
+            flags += "i"
+        relay = [*RELAY, "--pipes", flags or "-", "--", *inner]
+        extra += [x for key, opt in (("output", "-o"), ("error", "-e")) if values.get(key) is None
+                  for x in (opt, "/dev/null")]
+    extra = ["--wrap", "exec " + shlex.join(relay), *extra]
     if values.get("name") is None:
         extra += ["-J", os.path.basename(command[0]) or "srun"]
-    if values.get("output") is None:
-        extra += ["-o", os.path.join(outdir, "out")]
-    if values.get("error") is None:
-        extra += ["-e", os.path.join(outdir, "err")]
-    if values.get("input") is None and not several and stdin_forwarded():
-        fifo = os.path.join(outdir, "in")
-        os.mkfifo(fifo, 0o600)
-        extra += ["-i", fifo]
-    return job_spec(PROG, [*opts, *extra], environ), values, command
+    spec = job_spec(PROG, [*opts, *extra], environ)
+    spec["environment"] = dict(spec.get("environment") or {}, **channel_env)
+    return spec, values, command, use_pty
 
 
 def stdin_forwarded() -> bool:
@@ -176,71 +178,6 @@ def stdin_forwarded() -> bool:
         return os.tcgetpgrp(0) == os.getpgrp()
     except OSError:
         return False
-
-
-def open_for_writing(fifo: str, keep_waiting: Callable[[], bool]) -> int | None:
-    """The write end of `fifo` once a reader (the job) has opened it; None when the FIFO
-    fails or `keep_waiting` (called, and left to pause, while there is no reader) says stop."""
-    while True:
-        try:
-            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError as e:
-            if e.errno != errno.ENXIO or not keep_waiting():  # ENXIO: no reader yet
-                return None
-
-
-def feed_stdin(fifo: str, done: threading.Event) -> None:
-    """Copy srun's stdin into the job's input FIFO once the job opens it, then close it (the
-    job reads EOF). A later run of the job (requeued) that opens it again reads EOF at once."""
-    copied = False
-    while not done.is_set():
-        fd = open_for_writing(fifo, lambda: not done.wait(POLL_S))
-        if fd is None:
-            return
-        try:
-            if not copied:
-                copied = True
-                os.set_blocking(fd, True)
-                while True:
-                    data = os.read(0, 65536)
-                    if not data:
-                        break
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(fd, view):]
-        except OSError:  # the task closed its stdin (EPIPE), or srun's stdin failed
-            pass
-        finally:
-            os.close(fd)
-
-
-class Stream:
-    """One output file of the job, copied to `out` as it grows (`label`: per line)."""
-
-    def __init__(self, path: str, out, label: str | None):
-        self.path, self.out, self.label = path, out, label
-        self.pos = 0
-        self.partial = b""
-
-    def pump(self, final: bool = False) -> None:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.pos)
-                data = f.read()
-        except OSError:
-            data = b""
-        self.pos += len(data)
-        if self.label is not None:
-            data = self.partial + data
-            lines = data.split(b"\n")
-            self.partial = lines.pop()
-            if final and self.partial:
-                lines.append(self.partial)
-                self.partial = b""
-            data = b"".join(self.label.encode() + line + b"\n" for line in lines)
-        if data:
-            self.out.buffer.write(data)
-            self.out.flush()
 
 
 def submit(spec: dict) -> int:
@@ -313,17 +250,17 @@ def _stepd_line(job_id: int, node: str, view: dict) -> None:
                          f"{why[view['state']]} ***\n")
 
 
-def _pty_session(job_id: int, listener, view: dict, voice: Voice = SRUN) -> int:
-    """The task's relay is connected: the terminal is the task's until it ends."""
-    from batchd.cli.srun_pty import relay, report
+def _finish(job_id: int, status: int | None, view: dict, voice: Voice, several: bool) -> int:
+    """srun's end once the relay is done: `status` as the relay gave it (None: the channel
+    broke, or srun was told to stop). A killed task (by batchd: time limit, scancel; or by
+    hand) or a lost channel waits for the job's end to say which; a job still running a
+    while after its channel broke is ended."""
+    from batchd.cli.srun_pty import report
 
-    status = relay(listener.channel)
     view = job_view(job_id) or view
     node = (view.get("batch_host") or view.get("node_list") or "").split(",")[0] or "?"
     if status is not None and status >= 0:
-        return report(status, node, PROG) if voice.task_lines else status
-    # killed (by batchd: time limit, scancel; or by hand), or the channel broke, or srun was
-    # told to stop: the job's end says which; a job still running after a while is ended
+        return report(status, node, PROG) if voice.task_lines and not several else status
     started = time.monotonic()
     cancelled = False
     while view.get("state") not in FINAL and time.monotonic() - started < 20:
@@ -334,8 +271,8 @@ def _pty_session(job_id: int, listener, view: dict, voice: Voice = SRUN) -> int:
         view = job_view(job_id) or view
     _stepd_line(job_id, node, view)
     if status is not None:
-        return report(status, node, PROG) if voice.task_lines else 128 - status
-    return _exit(view, several=False, voice=voice)
+        return report(status, node, PROG) if voice.task_lines and not several else 128 - status
+    return _exit(view, several, voice=voice)
 
 
 def run_prepared(spec: dict, command: list[str], pty: bool, voice: Voice,
@@ -343,70 +280,52 @@ def run_prepared(spec: dict, command: list[str], pty: bool, voice: Voice,
     """Run `command` as the job of `spec` (built by another front-end: bsub -I, -Ip, -Is)
     the way srun outside a job does: output streamed and stdin forwarded, or with `pty` on
     a pseudo-terminal (without a terminal on stdin, as srun: a plain run)."""
-    with tempfile.TemporaryDirectory(prefix="batchd-srun-", ignore_cleanup_errors=True) as outdir:
-        listener = None
-        spec = dict(spec, wrap=True, script_path=None, argv=[])
-        if pty and os.isatty(0):
-            from batchd.cli.srun_pty import PtyListener
+    from batchd.cli.srun_pty import PtyListener
 
-            listener = PtyListener()
-            relay = [sys.executable, "-m", "batchd.cli.ptyhost", "--", *command]
-            spec.update(script="#!/bin/sh\nexec " + shlex.join(relay) + "\n", output="/dev/null", error="/dev/null",
-                        input=None, environment=dict(spec.get("environment") or {}, **listener.environment()))
-        else:
-            spec.update(script="#!/bin/sh\nexec " + shlex.join(command) + "\n",
-                        output=os.path.join(outdir, "out"), error=os.path.join(outdir, "err"), input=None)
-            if stdin_forwarded():
-                fifo = os.path.join(outdir, "in")
-                os.mkfifo(fifo, 0o600)
-                spec["input"] = fifo
-        try:
-            return _wait(spec, {}, outdir, listener, voice, submit)
-        finally:
-            if listener is not None:
-                listener.close()
+    listener = PtyListener()
+    try:
+        use_pty = pty and os.isatty(0)
+        forward = not use_pty and stdin_forwarded()
+        relay = [*RELAY, "--", *command] if use_pty else [*RELAY, "--pipes", "oe" + ("i" if forward else ""), "--",
+                                                           *command]
+        spec = dict(spec, wrap=True, script_path=None, argv=[], script="#!/bin/sh\nexec " + shlex.join(relay) + "\n",
+                    output="/dev/null", error="/dev/null", input=None,
+                    environment=dict(spec.get("environment") or {}, **listener.environment()))
+        return _wait(spec, {}, listener, use_pty, forward, voice, submit)
+    finally:
+        listener.close()
 
 
 def run_outside(argv: list[str]) -> int:
-    with tempfile.TemporaryDirectory(prefix="batchd-srun-", ignore_cleanup_errors=True) as outdir:  # 0700
-        return _run(argv, outdir)
+    from batchd.cli.srun_pty import PtyListener
 
-
-def _run(argv: list[str], outdir: str) -> int:
-    listener = None
-
-    def pty_env() -> dict[str, str]:
-        nonlocal listener
-        if not os.isatty(0):  # Slurm's srun says so and runs the task without one
+    listener = PtyListener()
+    try:
+        terminal = os.isatty(0)
+        spec, values, _command, use_pty = build(argv, dict(os.environ), listener.environment(), terminal)
+        if values.get("pty") and not terminal:  # Slurm's srun says so and runs the task without one
             sys.stderr.write(f"{PROG}: error: ioctl(TIOCGWINSZ): Inappropriate ioctl for device\n"
                              f"{PROG}: error: Not using a pseudo-terminal, disregarding --pty option\n")
-            raise NoTerminal
-        from batchd.cli.srun_pty import PtyListener
-
-        listener = PtyListener()
-        return listener.environment()
-
-    try:
-        spec, values, _command = build(argv, dict(os.environ), outdir, pty_env)
-    except NoTerminal:
-        spec, values, _command = build(argv, dict(os.environ), outdir)
-    try:
-        return _wait(spec, values, outdir, listener)
+        forward = "i" in _relay_flags(spec)
+        return _wait(spec, values, listener, use_pty, forward)
     finally:
-        if listener is not None:
-            listener.close()
+        listener.close()
 
 
-class NoTerminal(Exception):
-    """`--pty` without a terminal on stdin."""
+def _relay_flags(spec: dict) -> str:
+    """The relay's --pipes flags in the job's script ("" for a pty)."""
+    words = shlex.split(str(spec.get("script") or "").splitlines()[-1]) if spec.get("script") else []
+    return words[words.index("--pipes") + 1] if "--pipes" in words else ""
 
 
-def _wait(spec: dict, values: dict, outdir: str, listener, voice: Voice = SRUN,
+def _wait(spec: dict, values: dict, listener, use_pty: bool, forward_stdin: bool, voice: Voice = SRUN,
           submit: Callable[[dict], int] = submit) -> int:
+    """Submit, say what Slurm's srun says while the job waits, then relay the task."""
     quiet = bool(values.get("quiet"))
     several = _tasks(values) > 1
     interrupts: list[float] = []
     abort = False
+    cancelled = False
     job_id: int | None = None
 
     def on_int(_signum, _frame):
@@ -429,6 +348,14 @@ def _wait(spec: dict, values: dict, outdir: str, listener, voice: Voice = SRUN,
         nonlocal abort
         abort = True
 
+    def cancel_once() -> None:
+        nonlocal cancelled
+        if abort and not cancelled and job_id is not None:
+            why = cancel(job_id)
+            if why is not None:
+                sys.stderr.write(f"{PROG}: error: could not cancel job {job_id}: {why}\n")
+            cancelled = True
+
     # before the submission: a signal that comes while it is sent is not lost
     signal.signal(signal.SIGINT, on_int)
     signal.signal(signal.SIGTERM, on_term)
@@ -436,44 +363,56 @@ def _wait(spec: dict, values: dict, outdir: str, listener, voice: Voice = SRUN,
     job_id = submit(spec)
     voice.submitted(job_id, spec)
     label = None if several or not values.get("label") else "0: "
-    streams = [Stream(str(spec.get("output") or ""), sys.stdout, label),
-               Stream(str(spec.get("error") or ""), sys.stderr, label)]
-    streams = [s for s in streams if s.path.startswith(outdir + os.sep)]
-    done = threading.Event()
-    fifo = str(spec.get("input") or "")
-    if fifo.startswith(outdir + os.sep):
-        threading.Thread(target=feed_stdin, args=(fifo, done), daemon=True, name="srun-stdin").start()
-    queued = allocated = cancelled = False
-    view: dict | None = None
+    queued = allocated = False
+    view: dict = {}
     while True:
-        if abort and not cancelled:
-            why = cancel(job_id)
-            if why is not None:
-                sys.stderr.write(f"{PROG}: error: could not cancel job {job_id}: {why}\n")
-            cancelled = True
+        cancel_once()
         view = job_view(job_id) or view
-        state = (view or {}).get("state", "PENDING")
+        state = view.get("state", "PENDING")
         # waiting once a cycle has looked at the job and given it a reason to wait (a job the
         # next cycle starts was never queued, as Slurm's immediate allocation is not)
-        if state == "PENDING" and not queued and (view or {}).get("reason") not in (None, "None"):
+        if state == "PENDING" and not queued and view.get("reason") not in (None, "None"):
             queued = True
             if not quiet:
                 voice.queued(job_id)
         if state != "PENDING" and not allocated:
             allocated = True
             if not quiet:
-                voice.started(job_id, view or {}, queued)
-        for s in streams:
-            s.pump()
+                voice.started(job_id, view, queued)
         if state in FINAL:
+            if state == "FAILED" and not abort:  # it never reached srun
+                port = listener.sock.getsockname()[1]
+                sys.stderr.write(f"{PROG}: error: job {job_id} ended before its task connected back to srun "
+                                 f"(port {port} of {','.join(advertised_hosts())})\n")
+            rc = _exit(view, several, quiet_signal=abort and bool(interrupts), voice=voice)
+            return 130 if abort and interrupts else rc
+        if listener.try_accept(POLL_S):
             break
-        if listener is not None and not abort:
-            if listener.try_accept(POLL_S):
-                return _pty_session(job_id, listener, view or {}, voice)
-        else:
-            time.sleep(POLL_S)
-    done.set()
-    for s in streams:
-        s.pump(final=True)
-    rc = _exit(view or {}, several, quiet_signal=abort and bool(interrupts), voice=voice)
-    return 130 if abort and interrupts else rc
+    if use_pty:
+        from batchd.cli.srun_pty import relay
+
+        status = relay(listener.channel)
+    else:
+        from batchd.cli.srun_pty import relay_pipes
+
+        status = relay_pipes(listener.channel, label, forward_stdin, on_tick=cancel_once)
+    if abort and interrupts:
+        _finish_quietly(job_id)
+        return 130
+    return _finish(job_id, status, view, voice, several)
+
+
+def _finish_quietly(job_id: int) -> None:
+    """After Ctrl-C twice: the job is cancelled; wait (briefly) for its end, say nothing."""
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        v = job_view(job_id)
+        if v is None or v.get("state") in FINAL:
+            return
+        time.sleep(POLL_S)
+
+
+def advertised_hosts() -> list[str]:
+    from batchd.cli.srun_pty import advertised_hosts as hosts
+
+    return hosts()

@@ -1,6 +1,7 @@
-"""srun's side of `--pty`: listen for the job's relay (`batchd.cli.ptyhost`), then put the
-user's terminal in raw mode and relay it until the task ends (`batchd.cli.ptychannel` for
-the channel and its checks).
+"""srun's side of the channel to its task (`batchd.cli.ptychannel`): listen for the job's
+relay (`batchd.cli.ptyhost`), then relay until the task ends. With `--pty` (`relay`) the
+user's terminal goes raw; without (`relay_pipes`) the task's stdout and stderr come as
+they are written and srun's stdin goes to it.
 
 In raw mode every key reaches the task's terminal, Ctrl-C, Ctrl-Z and Ctrl-\\ included,
 so the task's shell does job control and signals as on a login; srun's own window size
@@ -19,6 +20,8 @@ import struct
 import sys
 import termios
 import tty
+from collections.abc import Callable
+from typing import Any
 
 from batchd.cli import ptychannel as pc
 
@@ -157,3 +160,82 @@ def report(status: int, node: str, prog: str = "srun") -> int:
     if status:
         sys.stderr.write(f"{prog}: error: {node}: task 0: Exited with exit code {status}\n")
     return status
+
+
+class Labeler:
+    """One output stream to `fd`, every line prefixed with `label` (None: as it comes)."""
+
+    def __init__(self, fd: int, label: str | None):
+        self.fd, self.label = fd, label.encode() if label is not None else None
+        self.partial = b""
+
+    def write(self, data: bytes, final: bool = False) -> None:
+        if self.label is not None:
+            lines = (self.partial + data).split(b"\n")
+            self.partial = lines.pop()
+            if final and self.partial:
+                lines.append(self.partial)
+                self.partial = b""
+            data = b"".join(self.label + line + b"\n" for line in lines)
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self.fd, view):]
+            except BlockingIOError:
+                select.select([], [self.fd], [], 1.0)
+
+
+def relay_pipes(ch: pc.Channel, label: str | None, forward_stdin: bool,
+                on_tick: Callable[[], None] | None = None) -> int | None:
+    """Relay a task without a terminal until it ends: its stdout and stderr to srun's, srun's
+    stdin to it (`forward_stdin`); `on_tick` is called at least every 0.2 s (srun's Ctrl-C
+    handling). The task's wait status (os.waitstatus_to_exitcode's form), or None when the
+    channel broke."""
+    out, err = Labeler(1, label), Labeler(2, label)
+    sock = ch.sock
+    sock.setblocking(False)
+    outgoing = bytearray()
+    stdin_open = forward_stdin
+    try:
+        while True:
+            if on_tick is not None:
+                on_tick()
+            readers: list[Any] = [sock] + ([0] if stdin_open and not outgoing else [])
+            try:
+                ready_r, ready_w, _ = select.select(readers, [sock] if outgoing else [], [], 0.2)
+            except InterruptedError:
+                continue
+            if sock in ready_w:
+                try:
+                    del outgoing[:sock.send(outgoing)]
+                except BlockingIOError:
+                    pass
+            if 0 in ready_r:
+                try:
+                    data = os.read(0, 65536)
+                except OSError:
+                    data = b""
+                if data:
+                    outgoing += ch.frame(pc.DATA, data)
+                else:
+                    stdin_open = False
+                    outgoing += ch.frame(pc.EOF)
+            if sock in ready_r:
+                try:
+                    data = sock.recv(65536)
+                except BlockingIOError:
+                    continue
+                if not data:
+                    return None
+                for kind, payload in ch.feed(data):
+                    if kind == pc.DATA:
+                        out.write(payload)
+                    elif kind == pc.ERR:
+                        err.write(payload)
+                    elif kind == pc.EXIT:
+                        return int(payload.decode())
+    except (OSError, pc.ChannelError):
+        return None
+    finally:
+        out.write(b"", final=True)
+        err.write(b"", final=True)

@@ -67,3 +67,16 @@ def test_salloc_on_another_nodes_agent_and_its_end_when_salloc_vanishes(pgcluste
     done = c.wait("node1", lambda: (lambda v: v if v["state"] not in ("RUNNING", "PENDING") else None)(
         c.jobs("node1")[jid]), "the allocation to end")
     assert done["state"] == "FAILED" and done["exit_code"] == "1:0"
+
+
+def test_srun_streams_a_task_on_another_nodes_agent(pgcluster):
+    """srun without --pty, typed at node1's daemon, its job on node2: output and stdin over
+    the channel, no shared directory needed."""
+    c = pgcluster
+    for n in ("node1", "node2"):
+        c.start(n)
+    r = c.run("node1", "srun", "-w", "node2", "-l", "sh", "-c", "echo on $SLURMD_NODENAME; cat; echo bye >&2; exit 2",
+              check=False, input="typed\n")
+    assert r.returncode == 2, r.stderr
+    assert r.stdout == "0: on node2\n0: typed\n"
+    assert r.stderr.splitlines() == ["0: bye", "srun: error: node2: task 0: Exited with exit code 2"]

@@ -149,3 +149,23 @@ def test_an_interactive_qos_bounds_time_and_is_billed_like_a_batch_job(cluster):
     assert int(billing) >= 4
     row = cluster.run("sacct", "-X", "-n", "-P", "-j", str(job["id"]), "-o", "qos,state,timelimit").stdout.split("|")
     assert [c.strip() for c in row] == ["interactive", "COMPLETED", "08:00:00"]
+
+
+def test_the_time_limit_ends_the_task_with_slurms_lines(cluster):
+    """Slurm 22.05's srun at its time limit (recorded): slurmstepd's `*** STEP N.0 ON vm
+    CANCELLED AT ... DUE TO TIME LIMIT ***`, `srun: error: vm: task 0: Terminated`, exit 143
+    (batchd names the job, whose batch step is srun's task)."""
+    from batchd.cli.client import request
+
+    p = _popen(cluster, "-t", "1", "-J", "limited", "sh", "-c", "echo start; sleep 60")
+    job = _named(cluster, "limited")
+    assert p.stdout.readline() == "start\n"
+    os.environ["BATCHD_SOCKET"] = cluster.sock  # the wire takes seconds: 3 s from its start
+    assert request("POST", "/v1/jobs/update", {"ids": [str(job["id"])], "changes": {"time_limit_s": 3}})["errors"] == []
+    _out, err = p.communicate(timeout=40)
+    assert p.returncode == 143, err
+    lines = err.splitlines()
+    assert lines[-1] == "srun: error: node1: task 0: Terminated"
+    assert lines[-2].startswith(f"slurmstepd: error: *** JOB {job['id']} ON node1 CANCELLED AT ")
+    assert lines[-2].endswith(" DUE TO TIME LIMIT ***")
+    assert cluster.wait(job["id"], ("TIMEOUT",))["state"] == "TIMEOUT"
