@@ -162,8 +162,8 @@ def pipes(ch: pc.Channel, argv: list[str], flags: str) -> int:
         writers = [stdin_fd] if stdin_fd is not None and pending else []
         if not outputs and proc.poll() is not None:
             break
-        try:
-            ready_r, ready_w, _ = select.select(readers, writers, [], 0.5)
+        try:  # no output left to wait for: look for the task's end often
+            ready_r, ready_w, _ = select.select(readers, writers, [], 0.5 if outputs else 0.02)
         except InterruptedError:
             continue
         for fd in ready_r:
