@@ -59,6 +59,8 @@ Layout (every key optional unless marked):
                   (names in one host list: -w, -x, node filters), max_array_size = 1001 (Slurm's
                   MaxArraySize: --array task ids run from 0 to one less; at most 4000001)
     [gpu_aliases] "NVIDIA RTX PRO 6000 Blackwell Server Edition" = "rtxpro6000"
+    [http]        listen = "127.0.0.1:6820" (metrics: GET /metrics; "" = none), tls_cert, tls_key
+                  (PEM files; required for an address beyond the loopback)
     [[partition]] name (required), nodes = ["n1"] or "ALL", default = false,
                   max_time = "UNLIMITED" | Slurm time, default_time = Slurm time, priority_job_factor = 1
     [[node]]      name (required), cpus (required), memory_mb (required),
@@ -167,6 +169,8 @@ class Config:
     gpu_aliases: dict[str, str] = field(default_factory=dict)
     accounts_file: str | None = None
     accounting: dict[str, Any] = field(default_factory=dict)
+    http: dict[str, Any] = field(default_factory=lambda: {"listen": DEFAULT_HTTP_LISTEN, "tls_cert": None,
+                                                          "tls_key": None})
     report_timezone: str = "UTC"  # [report] timezone: month/day boundaries of `batchd report`
     database_password_file: str | None = None
     dev: bool = False
@@ -276,6 +280,28 @@ def _str(path: str, key: str, v: Any) -> str:
     return v
 
 
+DEFAULT_HTTP_LISTEN = "127.0.0.1:6820"
+
+
+def _http(path: str, t: dict[str, Any]) -> dict[str, Any]:
+    """[http]: `listen` ("HOST:PORT", "" = no listener; default 127.0.0.1:6820), and TLS
+    (`tls_cert`, `tls_key`, both or neither), required for an address beyond the loopback."""
+    listen = t.get("listen", DEFAULT_HTTP_LISTEN)
+    if not isinstance(listen, str):
+        raise _fail(path, "http.listen", f"must be \"HOST:PORT\" or \"\", got {listen!r}")
+    cert, key = t.get("tls_cert"), t.get("tls_key")
+    if (cert is None) != (key is None):
+        raise _fail(path, "http.tls_cert" if cert is None else "http.tls_key", "tls_cert and tls_key go together")
+    if listen:
+        host, sep, port = listen.rpartition(":")
+        if not sep or not port.isdigit() or int(port) > 65535 or not host:
+            raise _fail(path, "http.listen", f"must be \"HOST:PORT\" or \"\", got {listen!r}")
+        host = host.strip("[]")
+        if cert is None and host not in ("127.0.0.1", "::1", "localhost"):
+            raise _fail(path, "http.listen", f"{listen}: an address beyond the loopback needs tls_cert and tls_key")
+    return {"listen": listen, "tls_cert": cert, "tls_key": key}
+
+
 def _idle(path: str, key: str, v: Any) -> int:
     """An idle timeout in seconds: absent or UNLIMITED = 0 (never); else a Slurm time
     (whole minutes, as every Slurm time limit)."""
@@ -355,7 +381,8 @@ def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
     if "shard_per_gpu" in data:
         cfg.shard_per_gpu = _int(path, "shard_per_gpu", data["shard_per_gpu"])
     for sect, known in (("scheduler", keys.SCHEDULER), ("priority", keys.PRIORITY),
-                        ("accounting", keys.ACCOUNTING), ("report", keys.REPORT), ("limits", tuple(LIMITS))):
+                        ("accounting", keys.ACCOUNTING), ("report", keys.REPORT), ("limits", tuple(LIMITS)),
+                        ("http", keys.HTTP)):
         if sect in data:
             _table(path, sect, data[sect], known, f"[{sect}]")
     if not isinstance(data.get("gpu_aliases", {}), dict):
@@ -377,6 +404,7 @@ def parse_config(data: dict[str, Any], path: str = "batchd.toml") -> Config:
         if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
             raise _fail(path, f"scheduler.{k}", f"must be a number >= 0, got {v!r}")
     cfg.priority = dict(data.get("priority", {}))
+    cfg.http = _http(path, data.get("http", {}))
     cfg.gpu_aliases = {str(k): _str(path, f"gpu_aliases.{k}", v)
                        for k, v in data.get("gpu_aliases", {}).items()}
     acct = data.get("accounting", {})

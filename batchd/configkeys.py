@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 
 TOP = ("cluster_name", "state_dir", "database_url", "database_password_file", "socket", "admin_group",
        "gpu_env", "shard_per_gpu", "mps", "isolation", "accounts",
-       "scheduler", "priority", "accounting", "report", "limits", "gpu_aliases", "partition", "node", "qos")
+       "scheduler", "priority", "accounting", "report", "limits", "http", "gpu_aliases", "partition", "node", "qos")
 
 #: [scheduler]: what the daemon reads itself, and the policy keys of `batchd.scheduler`
 #: (`batchd.scheduler.cycle`: passes, backfill, backfill_max_reservations, placement,
@@ -33,6 +33,7 @@ PRIORITY = ("fairshare_algorithm", "fairshare_dampening_factor", "decay_half_lif
 
 ACCOUNTING = ("tres_billing_weights", "sample_interval_s", "rollup_interval_s", "zero_gpu_flag_s")
 REPORT = ("timezone",)
+HTTP = ("listen", "tls_cert", "tls_key")
 NODE = ("name", "cpus", "memory_mb", "gpus", "features")
 #: a node's `gpus` entry: `{type, count}`, or a device as `batchd node check` describes it
 #: (batchd.node.nvml's snapshot form)

@@ -28,11 +28,13 @@ from batchd.control import nodehealth
 from batchd.control.controller import Controller
 from batchd.errors import BatchdError, ConfigError
 from batchd.layout import prepare_state_dir
+from batchd.metrics import CYCLE_FAILURES, CYCLE_SECONDS, PREEMPTIONS
 from batchd.model import Node
 from batchd.node.agent import Agent
 from batchd.node.wakeup import WakeListener
 from batchd.server.httpserver import ApiServer, Limits
 from batchd.server.service import Service
+from batchd.server.weblistener import WebListener
 from batchd.store import Store
 from batchd.store.dberrors import DB_ERRORS
 from batchd.store.leader import Leadership, Notifier
@@ -128,6 +130,7 @@ class Daemon:
         if os.environ.get(CRASH_AFTER_SUBMIT_ENV) == "1":
             self.service.submit = _crashing_after(self.service.submit)  # type: ignore[method-assign]
         self.api: ApiServer | None = None
+        self.web: WebListener | None = None
         self._scheduler: Any = None
         self._last_leader_poll = 0.0
         self._last_heartbeat = 0.0
@@ -194,6 +197,8 @@ class Daemon:
         self.prepare()
         self.api = ApiServer(self.cfg.socket, self.service)
         self.api.start()
+        self.web = self._web_listener()
+        self.web.start()
         sd_notify("READY=1")  # the socket answers from here on
         self._scheduler = BackgroundScheduler(daemon=True)
         self._scheduler.add_job(self._tick, "interval", seconds=self.cfg.interval_s, id="cycle",
@@ -215,6 +220,21 @@ class Daemon:
         self.loop_thread.start()
         log.info("batchd started cluster=%s socket=%s nodes=%s db=%s", self.cfg.cluster_name, self.cfg.socket,
                  ",".join(self.node_names), self.store.engine.url.render_as_string(hide_password=True))
+
+    def _web_listener(self) -> WebListener:
+        """`[http] listen`: GET /metrics (batchd.server.metrics)."""
+        from batchd.server.metrics import ClusterCollector, render
+
+        collector = ClusterCollector(self.store, self.cfg, controller=self.controller_status,
+                                     decisions=lambda: self.controller.last_decisions,
+                                     gpu_samples=self.agent.sampler.latest)
+
+        def metrics(accept: str | None) -> tuple[int, bytes, str]:
+            body, ctype = render(collector, accept)
+            return 200, body, ctype
+
+        timeout = float(Limits.of(self.cfg.limits).request_timeout_s)
+        return WebListener(self.cfg.http, {"/metrics": metrics}, timeout_s=timeout)
 
     def _rollup(self) -> None:
         """Hourly usage rollups for reports, on the controller (a racing second rollup on
@@ -295,9 +315,17 @@ class Daemon:
                     self._gap_applies, self._requested = self._requested, False
                     try:
                         dec = self.controller.cycle()
+                    except Exception:
+                        CYCLE_FAILURES.inc()
+                        raise
                     finally:
                         self._last_cycle_end = time.monotonic()
                         self._last_cycle_s = self._last_cycle_end - t0
+                        CYCLE_SECONDS.observe(self._last_cycle_s)
+                    for p in dec.get("preempt") or ():  # a few per cycle at most: one read each
+                        victim = self.store.get_job(int(p["job"]))
+                        PREEMPTIONS.labels(reason=str(p.get("reason") or "preempt"),
+                                           account=victim.account if victim else "").inc()
                     if dec.get("start") or dec.get("preempt"):
                         self.notifier.notify("agents")
                     # launch what the cycle started without waiting for the next tick
@@ -319,6 +347,8 @@ class Daemon:
             self._scheduler.shutdown(wait=False)
         if self.api is not None:
             self.api.stop()
+        if self.web is not None:
+            self.web.stop()
         self.store.close()
         log.info("batchd stopped (running jobs keep running)")
 

@@ -37,6 +37,8 @@ class RunSampler:
         self._cpu: dict[tuple[int, int], CpuReadings] = {}  # (job id, run) -> its processes' readings
         # (job id, run) -> when the samples began to read every GPU of the run at 0 %
         self._idle_since: dict[tuple[int, int], float] = {}
+        # (job id, run) -> the run's last GPU reading ({node, job, account, gpu_util_pct, gpu_mem_mb})
+        self._latest: dict[tuple[int, int], dict[str, Any]] = {}
         self._gpu_sampler: Any = None
         if any(cfg.node(n).gpus == "nvml" for n in nodes):
             from batchd.node.gpusample import GpuSampler
@@ -63,10 +65,18 @@ class RunSampler:
             log.warning("sample failed job_id=%s error=%s", j.id, e)
             return
         util = got.get("gpu_util_pct")
+        if util is not None or got.get("gpu_mem_mb") is not None:
+            node = next(iter(j.allocation or {}), "")
+            self._latest[key] = {"node": node, "job": j.id, "account": j.account, "gpu_util_pct": util,
+                                 "gpu_mem_mb": got.get("gpu_mem_mb")}
         if util is None or util > 0:  # no reading (no NVML, a failed sample), or busy
             self._idle_since.pop(key, None)
         else:
             self._idle_since.setdefault(key, now)
+
+    def latest(self) -> list[dict[str, Any]]:
+        """The last GPU reading of each running run sampled here (for /metrics)."""
+        return list(self._latest.values())
 
     def idle_s(self, job_id: int, run: int, now: float | None = None) -> float:
         """How long every sample of the run has read its GPUs at 0 % (the mean over its
@@ -93,9 +103,10 @@ class RunSampler:
         self._last.pop((job_id, run), None)
         self._cpu.pop((job_id, run), None)
         self._idle_since.pop((job_id, run), None)
+        self._latest.pop((job_id, run), None)
 
     def retain(self, live: set[tuple[int, int]]) -> None:
         """Keep the sampling state of the runs in `live` (job id, run) only."""
-        for d in (self._last, self._cpu, self._idle_since):
+        for d in (self._last, self._cpu, self._idle_since, self._latest):
             for key in [k for k in d if k not in live]:
                 del d[key]

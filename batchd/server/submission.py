@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from batchd.config import Config
 from batchd.control.jobdeps import dependency_status, lookup_job
-from batchd.errors import InvalidRequest, PermissionDenied, SubmitError
+from batchd.errors import BatchdError, InvalidRequest, PermissionDenied, SubmitError
+from batchd.metrics import SUBMISSIONS
 from batchd.model import Job, SubmitFacts
 from batchd.server import jobspec
 from batchd.server.caller import Caller
@@ -95,6 +96,16 @@ class Submission:
         def cluster_info(self, user: str, facts: SubmitFacts | None = None) -> dict[str, Any]: ...
 
     def submit(self, caller: Caller, spec: dict[str, Any]) -> dict[str, Any]:
+        """Store the job (or array) `spec` describes for `caller`; counted by result."""
+        try:
+            reply = self._submit(caller, spec)
+        except BatchdError:
+            SUBMISSIONS.labels(result="refused").inc()
+            raise
+        SUBMISSIONS.labels(result="accepted").inc()
+        return reply
+
+    def _submit(self, caller: Caller, spec: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(spec, dict) or not isinstance(spec.get("script", ""), str):
             raise InvalidRequest("malformed job specification")
         caller = submit_identity(caller, spec)  # --uid/--gid (root only): run and charge as that user

@@ -598,6 +598,28 @@ class Store:
                 s.add(AccountRow(name="default", parent="root", priority=100, shares=1, resources={},
                                  created=time.time()))
 
+    def job_counts(self) -> list[tuple[str, str, str, str, int]]:
+        """(state, account, partition, reason, count) of the jobs not yet ended (squeue's),
+        one GROUP BY: what /metrics counts per scrape."""
+        q = (select(JobRow.state, JobRow.account, JobRow.partition, JobRow.reason, func.count())
+             .where(JobRow.state.in_(ACTIVE_STATES))
+             .group_by(JobRow.state, JobRow.account, JobRow.partition, JobRow.reason))
+        with self.read() as s:
+            return [(str(a), str(b), str(c), str(d or "None"), int(n)) for a, b, c, d, n in s.execute(q)]
+
+    def billing_seconds_since(self, after_id: int) -> tuple[int, dict[str, float]]:
+        """(the last usage record id, billing-unit-seconds per account of the usage records
+        after `after_id`): usage records are only ever appended, so a caller that keeps
+        the sums adds what is new."""
+        q = (select(UsageRecord.account, func.sum(UsageRecord.billing * UsageRecord.elapsed_s), func.max(UsageRecord.id))
+             .where(UsageRecord.id > after_id).group_by(UsageRecord.account))
+        last, out = after_id, {}
+        with self.read() as s:
+            for account, total, top in s.execute(q):
+                out[str(account)] = float(total or 0.0)
+                last = max(last, int(top or 0))
+        return last, out
+
     def list_accounts(self) -> list[Account]:
         with self.read() as s:
             return [from_row(Account, r) for r in s.scalars(select(AccountRow).order_by(AccountRow.created,
