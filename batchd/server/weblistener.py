@@ -32,6 +32,7 @@ Route = Callable[[str | None], tuple[int, bytes, str]]
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128  # listen()'s backlog: a burst of scrapers waits in the kernel
 
     def __init__(self, addr: tuple[str, int], handler: type, routes: dict[str, Route], timeout_s: float,
                  family: int):
