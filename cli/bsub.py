@@ -425,7 +425,7 @@ def _interactive(spec: dict, merged: dict, request: Callable[..., dict]) -> int:
             pass
 
         def started(self, job_id: int, view: dict, was_queued: bool) -> None:
-            host = (view.get("batch_host") or view.get("node_list") or "").split(",")[0]
+            host = srun_alloc.first_node(view)
             sys.stderr.write(f"<<Starting on {host}>>\n")
             sys.stderr.flush()
 

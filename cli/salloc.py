@@ -58,6 +58,7 @@ from batchd.cli.srun_alloc import (
     option_words,
     refuse_batch_only,
     submit,
+    wait_final,
 )
 from batchd.protocol import IDLE_REASON
 
@@ -149,10 +150,10 @@ def build(argv: list[str], environ: dict[str, str],
 
 
 def main(argv: list[str] | None = None) -> int:
-    from batchd.cli.srun_pty import PtyListener
+    from batchd.cli.srun_pty import ChannelListener
 
     argv = sys.argv[1:] if argv is None else argv
-    listener = PtyListener()
+    listener = ChannelListener()
     try:
         return _run(argv, listener)
     finally:
@@ -244,12 +245,7 @@ def _run(argv: list[str], listener) -> int:
         _release(ch, min(code, 255))
     ch.sock.close()
     if not revoked.is_set():  # the job ends with the command's code: wait for it (briefly)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            v = job_view(job_id)
-            if v is None or v.get("state") in FINAL:
-                break
-            time.sleep(POLL_S)
+        wait_final(job_id, 10)
     return code
 
 

@@ -120,9 +120,9 @@ def main(argv=None):
 def _pty_step(body: dict) -> int:
     """A step of one task on a pseudo-terminal (in salloc's allocation, typically
     `srun --pty bash`): the task is the relay, which connects back to this srun."""
-    from batchd.cli.srun_pty import PtyListener, relay, report
+    from batchd.cli.srun_pty import ChannelListener, relay, report
 
-    listener = PtyListener()
+    listener = ChannelListener()
     try:
         body = dict(body, argv=[sys.executable, "-m", "batchd.cli.ptyhost", "--", *body["argv"]],
                     env=dict(body["env"], **listener.environment()), ntasks=1, nodes=1)

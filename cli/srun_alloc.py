@@ -52,7 +52,6 @@ POLL_S = 0.05
 class Voice:
     """What srun says around the job (Slurm's lines); `bsub -I` speaks LSF's instead."""
 
-    prog = PROG
     #: Slurm's `srun: error: NODE: task 0: ...` line for a failed task
     task_lines = True
 
@@ -127,9 +126,22 @@ def _tasks(values: dict) -> int:
 RELAY = [sys.executable, "-m", "batchd.cli.ptyhost"]
 
 
+def relay_script(command: list[str], use_pty: bool, flags: str = "") -> str:
+    """The job's script line: the relay running COMMAND on a pty, or with the streams of
+    `flags` relayed (`o` stdout, `e` stderr, `i` stdin; batchd.cli.ptyhost)."""
+    relay = [*RELAY, "--", *command] if use_pty else [*RELAY, "--pipes", flags or "-", "--", *command]
+    return "exec " + shlex.join(relay)
+
+
+def first_node(view: dict) -> str:
+    """The node the job's task 0 ran on (its batch host), "" before it has one."""
+    return (view.get("batch_host") or view.get("node_list") or "").split(",")[0]
+
+
 def build(argv: list[str], environ: dict[str, str], channel_env: dict[str, str],
-          terminal: bool = False) -> tuple[dict, dict, list[str], bool]:
-    """(JOB_SPEC, srun's values, COMMAND, whether the task gets a pty) for an srun command
+          terminal: bool = False) -> tuple[dict, dict, list[str], bool, bool]:
+    """(JOB_SPEC, srun's values, COMMAND, whether the task gets a pty, whether srun's stdin
+    goes to it) for an srun command
     line outside a job. The job's script is the relay (`batchd.cli.ptyhost`), which connects
     back to srun with `channel_env` (the listener's address and key): COMMAND on a
     pseudo-terminal with `--pty` and a `terminal` on stdin, else with its output (and stdin)
@@ -145,8 +157,8 @@ def build(argv: list[str], environ: dict[str, str], channel_env: dict[str, str],
         sys.stderr.write(f"{PROG}: fatal: --pty runs one task here; leave out -n and -N or --pty\n")
         sys.exit(1)
     extra: list[str] = []
+    flags = ""
     if use_pty:
-        relay = [*RELAY, "--", *command]
         extra += ["-o", "/dev/null", "-e", "/dev/null"]
     else:
         if several:  # the tasks as one step of the job, on its nodes (batchd's srun inside the job)
@@ -157,15 +169,14 @@ def build(argv: list[str], environ: dict[str, str], channel_env: dict[str, str],
         flags = "".join(f for f, key in (("o", "output"), ("e", "error")) if values.get(key) is None)
         if values.get("input") is None and not several and stdin_forwarded():
             flags += "i"
-        relay = [*RELAY, "--pipes", flags or "-", "--", *inner]
         extra += [x for key, opt in (("output", "-o"), ("error", "-e")) if values.get(key) is None
                   for x in (opt, "/dev/null")]
-    extra = ["--wrap", "exec " + shlex.join(relay), *extra]
+    extra = ["--wrap", relay_script(command if use_pty else inner, use_pty, flags), *extra]
     if values.get("name") is None:
         extra += ["-J", os.path.basename(command[0]) or "srun"]
     spec = job_spec(PROG, [*opts, *extra], environ)
     spec["environment"] = dict(spec.get("environment") or {}, **channel_env)
-    return spec, values, command, use_pty
+    return spec, values, command, use_pty, "i" in flags
 
 
 def stdin_forwarded() -> bool:
@@ -217,24 +228,25 @@ def cancel(job_id: int) -> str | None:
     return None
 
 
+def _end_code(status: int, node: str, voice: Voice, several: bool, quiet: bool = False) -> int:
+    """srun's exit code for the task's wait `status` (os.waitstatus_to_exitcode's form),
+    with Slurm's line for a failed task unless the inner srun of several tasks said it,
+    the voice says none (bsub) or srun already said why (`quiet`)."""
+    from batchd.cli.srun_pty import report
+
+    if several or not voice.task_lines or quiet:
+        return status if status >= 0 else 128 - status
+    return report(status, node, PROG)
+
+
 def _exit(view: dict, several: bool, quiet_signal: bool = False, voice: Voice = SRUN) -> int:
+    """srun's exit code from the ended job's view (its exit code, or its signal)."""
     code, _, sig = str(view.get("exit_code") or "0:0").partition(":")
-    status = int(code) if code.isdigit() else 0
     signum = int(sig) if sig.isdigit() else 0
-    node = (view.get("batch_host") or view.get("node_list") or "").split(",")[0]
-    if signum:
-        if not several and not quiet_signal and voice.task_lines:  # not after Ctrl-C twice (srun said why)
-            try:
-                name = signal.strsignal(signum) or f"signal {signum}"
-            except ValueError:
-                name = f"signal {signum}"
-            sys.stderr.write(f"{PROG}: error: {node}: task 0: {name}\n")
-        return 128 + signum
-    if status:
-        if not several and voice.task_lines:  # the inner srun said it for each task
-            sys.stderr.write(f"{PROG}: error: {node}: task 0: Exited with exit code {status}\n")
-        return status
-    return 0 if view.get("state") == "COMPLETED" else 1
+    status = -signum if signum else (int(code) if code.isdigit() else 0)
+    if status == 0:
+        return 0 if view.get("state") == "COMPLETED" else 1
+    return _end_code(status, first_node(view), voice, several, quiet=quiet_signal and status < 0)
 
 
 def _stepd_line(job_id: int, node: str, view: dict) -> None:
@@ -255,12 +267,10 @@ def _finish(job_id: int, status: int | None, view: dict, voice: Voice, several: 
     broke, or srun was told to stop). A killed task (by batchd: time limit, scancel; or by
     hand) or a lost channel waits for the job's end to say which; a job still running a
     while after its channel broke is ended."""
-    from batchd.cli.srun_pty import report
-
     view = job_view(job_id) or view
-    node = (view.get("batch_host") or view.get("node_list") or "").split(",")[0] or "?"
+    node = first_node(view) or "?"
     if status is not None and status >= 0:
-        return report(status, node, PROG) if voice.task_lines and not several else status
+        return _end_code(status, node, voice, several)
     started = time.monotonic()
     cancelled = False
     while view.get("state") not in FINAL and time.monotonic() - started < 20:
@@ -271,7 +281,7 @@ def _finish(job_id: int, status: int | None, view: dict, voice: Voice, several: 
         view = job_view(job_id) or view
     _stepd_line(job_id, node, view)
     if status is not None:
-        return report(status, node, PROG) if voice.task_lines and not several else 128 - status
+        return _end_code(status, node, voice, several)
     return _exit(view, several, voice=voice)
 
 
@@ -280,15 +290,14 @@ def run_prepared(spec: dict, command: list[str], pty: bool, voice: Voice,
     """Run `command` as the job of `spec` (built by another front-end: bsub -I, -Ip, -Is)
     the way srun outside a job does: output streamed and stdin forwarded, or with `pty` on
     a pseudo-terminal (without a terminal on stdin, as srun: a plain run)."""
-    from batchd.cli.srun_pty import PtyListener
+    from batchd.cli.srun_pty import ChannelListener
 
-    listener = PtyListener()
+    listener = ChannelListener()
     try:
         use_pty = pty and os.isatty(0)
         forward = not use_pty and stdin_forwarded()
-        relay = [*RELAY, "--", *command] if use_pty else [*RELAY, "--pipes", "oe" + ("i" if forward else ""), "--",
-                                                           *command]
-        spec = dict(spec, wrap=True, script_path=None, argv=[], script="#!/bin/sh\nexec " + shlex.join(relay) + "\n",
+        script = "#!/bin/sh\n" + relay_script(command, use_pty, "oe" + ("i" if forward else "")) + "\n"
+        spec = dict(spec, wrap=True, script_path=None, argv=[], script=script,
                     output="/dev/null", error="/dev/null", input=None,
                     environment=dict(spec.get("environment") or {}, **listener.environment()))
         return _wait(spec, {}, listener, use_pty, forward, voice, submit)
@@ -297,25 +306,18 @@ def run_prepared(spec: dict, command: list[str], pty: bool, voice: Voice,
 
 
 def run_outside(argv: list[str]) -> int:
-    from batchd.cli.srun_pty import PtyListener
+    from batchd.cli.srun_pty import ChannelListener
 
-    listener = PtyListener()
+    listener = ChannelListener()
     try:
         terminal = os.isatty(0)
-        spec, values, _command, use_pty = build(argv, dict(os.environ), listener.environment(), terminal)
+        spec, values, _command, use_pty, forward = build(argv, dict(os.environ), listener.environment(), terminal)
         if values.get("pty") and not terminal:  # Slurm's srun says so and runs the task without one
             sys.stderr.write(f"{PROG}: error: ioctl(TIOCGWINSZ): Inappropriate ioctl for device\n"
                              f"{PROG}: error: Not using a pseudo-terminal, disregarding --pty option\n")
-        forward = "i" in _relay_flags(spec)
         return _wait(spec, values, listener, use_pty, forward)
     finally:
         listener.close()
-
-
-def _relay_flags(spec: dict) -> str:
-    """The relay's --pipes flags in the job's script ("" for a pty)."""
-    words = shlex.split(str(spec.get("script") or "").splitlines()[-1]) if spec.get("script") else []
-    return words[words.index("--pipes") + 1] if "--pipes" in words else ""
 
 
 def _wait(spec: dict, values: dict, listener, use_pty: bool, forward_stdin: bool, voice: Voice = SRUN,
@@ -383,7 +385,7 @@ def _wait(spec: dict, values: dict, listener, use_pty: bool, forward_stdin: bool
             if state == "FAILED" and not abort:  # it never reached srun
                 port = listener.sock.getsockname()[1]
                 sys.stderr.write(f"{PROG}: error: job {job_id} ended before its task connected back to srun "
-                                 f"(port {port} of {','.join(advertised_hosts())})\n")
+                                 f"(port {port} of {','.join(listener.hosts)})\n")
             rc = _exit(view, several, quiet_signal=abort and bool(interrupts), voice=voice)
             return 130 if abort and interrupts else rc
         if listener.try_accept(POLL_S):
@@ -397,22 +399,18 @@ def _wait(spec: dict, values: dict, listener, use_pty: bool, forward_stdin: bool
 
         status = relay_pipes(listener.channel, label, forward_stdin, on_tick=cancel_once)
     if abort and interrupts:
-        _finish_quietly(job_id)
+        wait_final(job_id, 15)  # the job is cancelled: its end, briefly, and nothing said
         return 130
     return _finish(job_id, status, view, voice, several)
 
 
-def _finish_quietly(job_id: int) -> None:
-    """After Ctrl-C twice: the job is cancelled; wait (briefly) for its end, say nothing."""
-    deadline = time.monotonic() + 15
+def wait_final(job_id: int, timeout_s: float) -> dict | None:
+    """The job's view once it has ended; None when it has not within `timeout_s`, or as
+    soon as the daemon does not answer."""
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         v = job_view(job_id)
         if v is None or v.get("state") in FINAL:
-            return
+            return v
         time.sleep(POLL_S)
-
-
-def advertised_hosts() -> list[str]:
-    from batchd.cli.srun_pty import advertised_hosts as hosts
-
-    return hosts()
+    return None

@@ -43,17 +43,18 @@ def winsize(fd: int = 0) -> tuple[int, int]:
     return rows, cols
 
 
-class PtyListener:
-    """The listening socket and the key of one `srun --pty`."""
+class ChannelListener:
+    """The listening socket and the key of one session (srun, srun --pty, salloc)."""
 
     def __init__(self) -> None:
         self.sock = socket.create_server(("", 0), family=socket.AF_INET, backlog=4)
         self.key = pc.new_key()
+        self.hosts = advertised_hosts()
         self.channel: pc.Channel | None = None
 
     def environment(self) -> dict[str, str]:
         port = self.sock.getsockname()[1]
-        return {"BATCHD_PTY": f"{','.join(advertised_hosts())}:{port}", "BATCHD_PTY_KEY": self.key}
+        return {"BATCHD_PTY": f"{','.join(self.hosts)}:{port}", "BATCHD_PTY_KEY": self.key}
 
     def try_accept(self, timeout: float = ACCEPT_SLICE_S) -> bool:
         """Wait up to `timeout` for the relay; True once it is connected and checked
