@@ -133,7 +133,8 @@ def _pty_step(body: dict) -> int:
             tasks = call("srun", "GET", "/v1/steps", query=query)["tasks"]
             if tasks and all(t["state"] in final for t in tasks):  # ended before it reached srun
                 t = tasks[0]
-                return report(t["exit_code"] or -(t["exit_signal"] or 0) or (t["state"] != "COMPLETED"), t["node"])
+                status = t["exit_code"] or -(t["exit_signal"] or 0) or (0 if t["state"] == "COMPLETED" else 1)
+                return report(status, t["node"])
         status = relay(listener.channel)
         tasks = call("srun", "GET", "/v1/steps", query=query)["tasks"]
         node = tasks[0]["node"] if tasks else "?"
