@@ -25,8 +25,6 @@ from batchd.model import Job, Node
 from batchd.slurm.gres import NodeGpus, charge_of_allocation, node_inventories, shard_card
 from batchd.store import Store
 
-#: GPU states of `batchd_gpus`
-GPU_STATES = ("allocated", "idle", "shared", "down", "drained")
 GPU_RESOURCE = "gres/gpu"
 
 

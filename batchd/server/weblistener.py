@@ -4,7 +4,8 @@
 The standard library's `http.server` (ThreadingHTTPServer): no dependency for a listener
 that serves a scrape every few seconds, and the commands never import it. Guarded as the
 Unix socket is: a request must arrive whole within `request_timeout_s` (`[limits]`), a
-head over 64 KiB or a body over `max_request_bytes` is refused, and at most
+request line or header line over 64 KiB (414, 431) or more than 100 headers are refused
+by `http.server` itself, a GET with a body is refused (413), and at most
 MAX_CONNECTIONS connections are served at once (one more is refused with 503). TLS when
 `tls_cert` and `tls_key` are configured (required for an address beyond the loopback).
 A listener that cannot bind (the port taken) is logged and the daemon goes on without it.
@@ -23,7 +24,6 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 MAX_CONNECTIONS = 64
-HEAD_MAX_BYTES = 64 * 1024
 
 #: a route: (Accept header) -> (status, body, content type)
 Route = Callable[[str | None], tuple[int, bytes, str]]
@@ -84,9 +84,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         path = self.path.split("?", 1)[0]
-        if len(getattr(self, "raw_requestline", b"") or b"") > HEAD_MAX_BYTES:
-            self._reply(431, b"request head too large\n", "text/plain")
-            return
         if int(self.headers.get("Content-Length") or 0) > 0:
             self._reply(413, b"GET takes no body\n", "text/plain")
             return

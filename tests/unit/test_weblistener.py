@@ -109,3 +109,14 @@ def test_a_port_already_taken_leaves_no_listener_and_no_error():
         assert w.start() is False
         w.stop()
     assert WebListener({"listen": "", "tls_cert": None, "tls_key": None}, _routes()).start() is False
+
+
+def test_oversized_request_and_header_lines_are_refused(listener):
+    w = listener()
+    for raw, status in ((b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\n\r\n", b"414"),
+                        (b"GET /metrics HTTP/1.1\r\nX-Big: " + b"a" * 70000 + b"\r\n\r\n", b"431")):
+        s = socket.create_connection(("127.0.0.1", w.address[1]))
+        s.settimeout(5)
+        s.sendall(raw)
+        assert s.recv(64).startswith(b"HTTP/1.1 " + status)
+        s.close()
