@@ -113,6 +113,12 @@ def _cell(kind: str, value: object, width: int, parsable: bool) -> str:
     return cut_field(s, w, right)
 
 
+#: sshare's columns that are a row's attribute as it is
+ROW_ATTRS = {"User": "user", "RawShares": "raw_shares", "NormShares": "norm_shares", "RawUsage": "raw_usage",
+             "NormUsage": "norm_usage", "EffectvUsage": "effectv_usage", "FairShare": "fairshare",
+             "LevelFS": "level_fs"}
+
+
 def render(rows: list[ShareRow], fields: list[tuple[str, int, str]], *, parsable: str = "",
            header: bool = True, cluster: str = "cluster", run_mins: dict[str, dict[str, float]] | None = None,
            tres_order: list[str] | None = None, tres_raw: dict[str, dict[str, float]] | None = None,
@@ -150,24 +156,10 @@ def render(rows: list[ShareRow], fields: list[tuple[str, int, str]], *, parsable
                 if r.user is None:
                     spaces[r.account] = sp
                 val: object = sp + r.account
-            elif name == "User":
-                val = r.user
+            elif name in ROW_ATTRS:
+                val = getattr(r, ROW_ATTRS[name])
             elif name == "Cluster":
                 val = cluster
-            elif name == "RawShares":
-                val = r.raw_shares
-            elif name == "NormShares":
-                val = r.norm_shares
-            elif name == "RawUsage":
-                val = r.raw_usage
-            elif name == "NormUsage":
-                val = r.norm_usage
-            elif name == "EffectvUsage":
-                val = r.effectv_usage
-            elif name == "FairShare":
-                val = r.fairshare
-            elif name == "LevelFS":
-                val = r.level_fs
             elif name == "GrpTRESMins":
                 budget = (grp_mins or {}).get(r.account) if r.user is None else None
                 val = _tres_string(budget, order) if budget else None
