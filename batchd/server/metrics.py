@@ -90,8 +90,10 @@ def account_gpus(accounts: list[Any], running: list[Job], fair_share: dict[str, 
     idle quota), fair_share (the last cycle's deserved share)."""
     alloc: dict[tuple[str, str], float] = {}
     for j in running:
-        for res, v in charge_of_allocation(j.allocation or {}, inventories).tres.items():
-            if res == GPU_RESOURCE or res.startswith(GPU_RESOURCE + ":"):
+        # the charge the start stored (what the bill counts); computed for a job without one
+        tres = j.charge or charge_of_allocation(j.allocation or {}, inventories).tres
+        for res, v in tres.items():
+            if (res == GPU_RESOURCE or res.startswith(GPU_RESOURCE + ":")) and "@" not in res:  # no card-share keys
                 key = (j.account, res)
                 alloc[key] = alloc.get(key, 0.0) + float(v)
     out: dict[tuple[str, str, str], float] = {}

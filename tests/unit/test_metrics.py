@@ -82,3 +82,14 @@ def test_the_grafana_dashboard_asks_only_for_documented_metrics():
             used |= set(re.findall(r"\bbatchd_\w+", target["expr"]))
     known = documented | {f"{m}_bucket" for m in documented}
     assert used and used <= known, used - known
+
+
+def test_a_running_jobs_stored_charge_is_what_counts():
+    """The charge its start stored (the bill's), card-share keys left out; the allocation
+    is read only for a job stored without one."""
+    accounts = [Account(name="nb", parent=None, resources={"gres/gpu": {"quota": 4}})]
+    job = _running(1, "nb", {})
+    job.charge = {"gres/gpu": 0.25, "gres/gpu:1g.24gb": 1.0, "gres/gpu:rtxpro6000@1g.24gb": 0.25, "cpu": 2.0}
+    got = account_gpus(accounts, [job], {}, {})
+    assert got[("nb", "gres/gpu", "allocated")] == 0.25 and got[("nb", "gres/gpu:1g.24gb", "allocated")] == 1.0
+    assert not any("@" in res for _a, res, _k in got)
