@@ -23,6 +23,8 @@ Contract of `parse`:
 
 import sys
 
+from batchd.slurm.jobopts import OptionError  # noqa: F401 - the commands import it from here
+
 __all__ = ["Opt", "OptionError", "parse", "try_help"]
 
 
@@ -49,16 +51,6 @@ class Opt:
 
     def __repr__(self):
         return f"Opt({self.short!r}, {self.long!r}, {self.arg!r}, {self.key!r})"
-
-
-class OptionError(Exception):
-    """A command line the parser refuses. `message` is the full text for stderr (one
-    or more lines, no trailing newline); `exit_code` the status the command exits with."""
-
-    def __init__(self, message, exit_code=1):
-        super().__init__(message)
-        self.message = message
-        self.exit_code = exit_code
 
 
 def try_help(prog):
