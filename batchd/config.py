@@ -59,7 +59,8 @@ Layout (every key optional unless marked):
                   (names in one host list: -w, -x, node filters), max_array_size = 1001 (Slurm's
                   MaxArraySize: --array task ids run from 0 to one less; at most 4000001)
     [gpu_aliases] "NVIDIA RTX PRO 6000 Blackwell Server Edition" = "rtxpro6000"
-    [http]        listen = "127.0.0.1:6820" (metrics: GET /metrics; "" = none), tls_cert, tls_key
+    [http]        listen = "127.0.0.1:6820" (metrics, slurmrestd API, dashboard; "" = none), tls_cert,
+                  tls_key, jwt_key (the HS256 key of `scontrol token`; default <state_dir>/jwt_hs256.key)
                   (PEM files; required for an address beyond the loopback)
     [[partition]] name (required), nodes = ["n1"] or "ALL", default = false,
                   max_time = "UNLIMITED" | Slurm time, default_time = Slurm time, priority_job_factor = 1
@@ -170,7 +171,7 @@ class Config:
     accounts_file: str | None = None
     accounting: dict[str, Any] = field(default_factory=dict)
     http: dict[str, Any] = field(default_factory=lambda: {"listen": DEFAULT_HTTP_LISTEN, "tls_cert": None,
-                                                          "tls_key": None})
+                                                          "tls_key": None, "jwt_key": None})
     report_timezone: str = "UTC"  # [report] timezone: month/day boundaries of `batchd report`
     database_password_file: str | None = None
     dev: bool = False
@@ -299,7 +300,10 @@ def _http(path: str, t: dict[str, Any]) -> dict[str, Any]:
         host = host.strip("[]")
         if cert is None and host not in ("127.0.0.1", "::1", "localhost"):
             raise _fail(path, "http.listen", f"{listen}: an address beyond the loopback needs tls_cert and tls_key")
-    return {"listen": listen, "tls_cert": cert, "tls_key": key}
+    jwt_key = t.get("jwt_key")
+    if jwt_key is not None and (not isinstance(jwt_key, str) or not jwt_key.startswith("/")):
+        raise _fail(path, "http.jwt_key", f"must be an absolute path, got {jwt_key!r}")
+    return {"listen": listen, "tls_cert": cert, "tls_key": key, "jwt_key": jwt_key}
 
 
 def _idle(path: str, key: str, v: Any) -> int:

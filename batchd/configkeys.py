@@ -33,7 +33,7 @@ PRIORITY = ("fairshare_algorithm", "fairshare_dampening_factor", "decay_half_lif
 
 ACCOUNTING = ("tres_billing_weights", "sample_interval_s", "rollup_interval_s", "zero_gpu_flag_s")
 REPORT = ("timezone",)
-HTTP = ("listen", "tls_cert", "tls_key")
+HTTP = ("listen", "tls_cert", "tls_key", "jwt_key")
 NODE = ("name", "cpus", "memory_mb", "gpus", "features")
 #: a node's `gpus` entry: `{type, count}`, or a device as `batchd node check` describes it
 #: (batchd.node.nvml's snapshot form)

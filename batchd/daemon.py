@@ -34,7 +34,7 @@ from batchd.node.agent import Agent
 from batchd.node.wakeup import WakeListener
 from batchd.server.httpserver import ApiServer, Limits
 from batchd.server.service import Service
-from batchd.server.weblistener import WebListener
+from batchd.server.weblistener import Route, WebListener, WebReply, WebRequest
 from batchd.store import Store
 from batchd.store.dberrors import DB_ERRORS
 from batchd.store.leader import Leadership, Notifier
@@ -222,19 +222,25 @@ class Daemon:
                  ",".join(self.node_names), self.store.engine.url.render_as_string(hide_password=True))
 
     def _web_listener(self) -> WebListener:
-        """`[http] listen`: GET /metrics (batchd.server.metrics)."""
+        """`[http] listen`: GET /metrics (batchd.server.metrics), the slurmrestd API
+        (batchd.server.slurmrest)."""
         from batchd.server.metrics import ClusterCollector, render
 
         collector = ClusterCollector(self.store, self.cfg, controller=self.controller_status,
                                      decisions=lambda: self.controller.last_decisions,
                                      gpu_samples=self.agent.sampler.latest)
 
-        def metrics(accept: str | None) -> tuple[int, bytes, str]:
-            body, ctype = render(collector, accept)
-            return 200, body, ctype
+        def metrics(req: WebRequest) -> WebReply:
+            body, ctype = render(collector, req.header("Accept"))
+            return WebReply(200, body, ctype)
 
-        timeout = float(Limits.of(self.cfg.limits).request_timeout_s)
-        return WebListener(self.cfg.http, {"/metrics": metrics}, timeout_s=timeout)
+        from batchd.server.slurmrest import SlurmRest
+
+        rest = SlurmRest(self.service)
+        limits = Limits.of(self.cfg.limits)
+        routes: dict[str, Route] = {"/metrics": metrics, "/slurm/": rest, "/slurmdb/": rest}
+        return WebListener(self.cfg.http, routes, timeout_s=float(limits.request_timeout_s),
+                           max_body=int(limits.max_request_bytes))
 
     def _rollup(self) -> None:
         """Hourly usage rollups for reports, on the controller (a racing second rollup on

@@ -114,6 +114,9 @@ GET  /v1/controller           -> {"node", "pid", "since", "host", "this_node", "
                               holds the controller role
 POST /v1/nodes/state          ADMIN. {"node", "action": "drain" | "resume" | "down", "reason"} -> {"node",
                               "state"}; drain and down need a reason (audited)
+POST /v1/token                {"lifespan": seconds | null, "username": str | null} -> {"token", "user",
+                              "expires"}: a JWT for the slurmrestd API (`scontrol token`); another
+                              user's only for an administrator (batchd/server/tokens.py)
 GET  /v1/accounts[?slurm=1]   -> the accounts file of the tree {"account": [...], "user": [...]}; slurm=1
                               adds "cluster", "qos", "qos_info", "admins", "gpu_types" (sacctmgr)
 POST /v1/accounts/apply       ADMIN. {"doc": ACCOUNTS_FILE, "dry_run": bool} -> {"changes": [str],
@@ -274,6 +277,7 @@ ENDPOINTS: tuple[tuple[str, str, str, str | None, str | None, str | tuple[str, .
     ("GET", "/v1/why", "batchd.server.api.why", "WhyQuery", None, "WhyReply", ANYONE),
     ("GET", "/v1/controller", "batchd.server.api.controller", None, None, "ControllerReply", ANYONE),
     ("POST", "/v1/nodes/state", "batchd.server.api.set_node_state", None, "NodeStateRequest", "NodeStateReply", ADMIN),
+    ("POST", "/v1/token", "batchd.server.api.token", None, "TokenRequest", "TokenReply", ANYONE),
     ("GET", "/v1/accounts", "batchd.server.api.list_accounts", "AccountsQuery", None, "AccountsReply", ANYONE),
     ("POST", "/v1/accounts/apply", "batchd.server.api.apply_accounts", None, "ApplyRequest", "ApplyReply", ADMIN),
     ("POST", "/v1/accounts/modify", "batchd.server.api.modify_accounts", None, "ModifyRequest", "ApplyReply", ADMIN),

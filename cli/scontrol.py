@@ -5,7 +5,7 @@ others indented three spaces, a line of three spaces and an empty line after eac
 job); `-d` adds DerivedExitCode and the per-node GRES detail, `-o` prints one line per
 record. Data from `GET /v1/jobs` and `GET /v1/nodes`; actions are `POST /v1/jobs/hold`,
 `/release`, `/requeue` (`"hold": true` for `requeuehold`) and `/update` (see
-batchd/protocol.py). Errors print `<message> for job <id>` and exit 1.
+batchd/protocol.py); `token` is `POST /v1/token`. Errors print `<message> for job <id>` and exit 1.
 """
 
 import sys
@@ -52,6 +52,9 @@ USAGE = """scontrol [<OPTION>] [<COMMAND>]
      show <ENTITY> [<ID>]     display state of identified entity, default
                               is all records; ENTITY is job, node,
                               partition or config
+     token [lifespan=<secs>] [username=<name>]
+                              a JWT for the REST API (default 1800 s);
+                              another user's for an administrator only
      uhold <job_list>         place user hold on specified job(s)
      update <SPECIFICATIONS>  update job: JobId=<id> followed by any of
                               TimeLimit=, Nice=, Account=, Name=,
@@ -513,6 +516,25 @@ def _update_limit(ids: list[str], changes: dict, op: str | None, secs: int) -> t
     return _errors(reply)
 
 
+def token(args: list[str]) -> tuple[str, str, int]:
+    """`token [lifespan=SECONDS] [username=NAME]` -> `SLURM_JWT=...` for the slurmrestd API
+    (`POST /v1/token`; another user's token only for an administrator)."""
+    body: dict[str, object] = {}
+    for a in args:
+        key, sep, val = a.partition("=")
+        key = key.lower()
+        if not sep or key not in ("lifespan", "username"):
+            return "", f"{PROG}: error: token: invalid argument {a!r} (lifespan=SECONDS, username=NAME)\n", 1
+        if key == "lifespan":
+            if not isdigits(val) or not 0 < int(val) <= 365 * 86400:
+                return "", f"{PROG}: error: token: lifespan must be a number of seconds from 1 to 31536000\n", 1
+            body["lifespan"] = int(val)
+        else:
+            body["username"] = val
+    reply = fmt.daemon_call(PROG, "POST", "/v1/token", body)
+    return f"SLURM_JWT={reply['token']}\n", "", 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -553,6 +575,9 @@ def main(argv: list[str] | None = None) -> int:
         err, rc = action(verb, words[1:])
     elif verb == "update":
         err, rc = update(words[1:])
+    elif verb == "token":
+        out, err, rc = token(words[1:])
+        fmt.write(out)
     else:
         err, rc = f"invalid keyword: {words[0]}\n", 1
     if err and not (opts.get("quiet") and rc == 0):

@@ -18,6 +18,7 @@ def reference_store(db: Path, *, dev: bool = True, config: Path = REFERENCE) -> 
     """(config, store) over a fresh database at `db`: migrated, the default account, and every
     node of `config` registered IDLE now. The caller closes the store."""
     cfg = load_config(str(config), dev=dev)
+    cfg.state_dir = str(db.parent)  # what the daemon would keep there (the JWT key) stays with the test
     store = Store(f"sqlite:///{db}")
     upgrade(store.engine)
     store.ensure_default_account()

@@ -114,6 +114,10 @@ def set_node_state(s: Service, c: Caller, q: m.Query, b: m.NodeStateRequest) -> 
     return s.set_node_state(c, dict(b))
 
 
+def token(s: Service, c: Caller, q: m.Query, b: m.TokenRequest) -> m.TokenReply:
+    return s.issue_token(c, b.get("lifespan"), b.get("username"))
+
+
 def list_accounts(s: Service, c: Caller, q: m.Query, b: None) -> dict[str, Any]:
     if q.get("slurm") == "1":
         return accounts.slurm_view(s)
@@ -148,6 +152,7 @@ ROUTES: dict[tuple[str, str], Handler] = {
     ("GET", "/v1/why"): why,
     ("GET", "/v1/controller"): controller,
     ("POST", "/v1/nodes/state"): set_node_state,
+    ("POST", "/v1/token"): token,
     ("GET", "/v1/accounts"): list_accounts,
     ("POST", "/v1/accounts/apply"): apply_accounts,
     ("POST", "/v1/accounts/modify"): modify_accounts,

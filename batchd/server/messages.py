@@ -234,6 +234,11 @@ class NodeStateRequest(TypedDict):
     reason: NotRequired[str | None]
 
 
+class TokenRequest(TypedDict, total=False):
+    lifespan: int | None
+    username: str | None
+
+
 class AccountsQuery(TypedDict, total=False):
     slurm: str
 
@@ -470,6 +475,12 @@ class ControllerReply(TypedDict, total=False):
     host: str | None
     this_node: str
     this_is_controller: bool
+
+
+class TokenReply(TypedDict):
+    token: str
+    user: str
+    expires: int
 
 
 class NodeStateReply(TypedDict):

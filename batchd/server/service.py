@@ -27,6 +27,7 @@ import dataclasses
 import grp
 import logging
 import os
+import pwd
 import time
 from collections.abc import Callable
 from typing import Any
@@ -40,6 +41,7 @@ from batchd.server.caller import Caller, user_name
 from batchd.server.jobchanges import JobChanges
 from batchd.server.jobfilter import split_csv
 from batchd.server.submission import Submission
+from batchd.server.tokens import Tokens
 from batchd.server.viewmemo import ViewList, ViewMemo, trimmed
 from batchd.slurm import hostlist
 from batchd.store import Store, jobviews
@@ -61,6 +63,7 @@ class Service(Submission, JobChanges):
         self._controller = controller
         self._decisions = decisions
         self._view_memo = ViewMemo()
+        self.tokens = Tokens(cfg)
 
     def snapshot(self, query: dict[str, str] | None = None) -> dict[str, Any]:
         """The live scheduler snapshot (docs/snapshot.md), for plan --dump, sshare, sprio;
@@ -286,6 +289,21 @@ class Service(Submission, JobChanges):
             raise NotFound(f"Invalid node name specified: {name}")
         self.wake()
         return {"node": str(name), "state": states[action]}
+
+    def issue_token(self, caller: Caller, lifespan: int | None, username: str | None) -> m.TokenReply:
+        """`scontrol token [lifespan=] [username=]`: a JWT for the caller; for another user
+        only an administrator's (Slurm: SlurmUser or root)."""
+        user = user_name(caller.uid)
+        if username and username != user:
+            self.require_admin(caller, "get a token for another user")
+            try:
+                pwd.getpwnam(username)
+            except KeyError:
+                raise InvalidRequest(f"Invalid user: {username}") from None
+            user = username
+        token, expires = self.tokens.issue(user, lifespan)
+        log.info("token issued user=%s by_uid=%d expires=%d", user, caller.uid, expires)
+        return {"token": token, "user": user, "expires": expires}
 
     # ------------------------------------------------------------------ changes
 

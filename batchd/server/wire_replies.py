@@ -124,6 +124,7 @@ REPLIES: dict[tuple[str, str], Rule] = {
     ("GET", "/v1/controller"): _view(m.ControllerReply, {"node": S0, "pid": I0, "since": N0, "host": S0,
                                                          "this_node": S, "this_is_controller": B}),
     ("POST", "/v1/nodes/state"): _view(m.NodeStateReply, {"node": S, "state": S}),
+    ("POST", "/v1/token"): _view(m.TokenReply, {"token": S, "user": S, "expires": NAT}),
     ("GET", "/v1/accounts"): _view(m.AccountsReply, {
         "account": List(ACCOUNT_VIEW), "user": List(USER_VIEW), "cluster": S, "qos": STRS, "qos_info": FREES,
         "admins": STRS, "gpu_types": STRS}),

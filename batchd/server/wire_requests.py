@@ -280,6 +280,8 @@ REQUESTS: dict[tuple[str, str], Route] = {
     ("GET", "/v1/controller"): Route(NO_QUERY, None),
     ("POST", "/v1/nodes/state"): Route(NO_QUERY, _body(m.NodeStateRequest, {
         "node": Str(255, min_len=1), "action": Enum("drain", "resume", "down"), "reason": NAME_OR_NULL})),
+    ("POST", "/v1/token"): Route(NO_QUERY, _body(m.TokenRequest, {
+        "lifespan": Int(1, 365 * 86400, null=True), "username": Str(255, min_len=1, null=True)})),
     ("GET", "/v1/accounts"): Route(Q(m.AccountsQuery, slurm=Q_FLAG), None),
     ("POST", "/v1/accounts/apply"): Route(NO_QUERY, _body(m.ApplyRequest, {"doc": ACCOUNTS_DOC, "dry_run": FLAG})),
     ("POST", "/v1/accounts/modify"): Route(NO_QUERY, _body(m.ModifyRequest, {

@@ -13,17 +13,21 @@ import time
 
 import pytest
 
-from batchd.server.weblistener import MAX_CONNECTIONS, WebListener
+from batchd.server.weblistener import MAX_CONNECTIONS, WebListener, WebReply
 
 
 def _routes():
-    def ok(_accept):
-        return 200, b"fine\n", "text/plain"
+    def ok(_req):
+        return WebReply(200, b"fine\n", "text/plain")
 
-    def broken(_accept):
+    def broken(_req):
         raise RuntimeError("boom")
 
-    return {"/metrics": ok, "/broken": broken}
+    def echo(req):
+        return WebReply(201, f"{req.method} {req.path} {req.query} {len(req.body)}".encode(), "text/plain",
+                        {"X-Seen": "1"})
+
+    return {"/metrics": ok, "/broken": broken, "/api/": echo}
 
 
 @pytest.fixture
@@ -31,6 +35,7 @@ def listener():
     made = []
 
     def start(**http):
+        http.pop("max_body", None)
         w = WebListener({"listen": "127.0.0.1:0", "tls_cert": None, "tls_key": None, **http}, _routes(),
                         timeout_s=1.0)
         assert w.start()
@@ -120,3 +125,35 @@ def test_oversized_request_and_header_lines_are_refused(listener):
         s.sendall(raw)
         assert s.recv(64).startswith(b"HTTP/1.1 " + status)
         s.close()
+
+
+def _send(port: int, method: str, path: str, body: bytes = b"", headers=None) -> tuple[int, bytes, dict]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    conn.request(method, path, body=body or None, headers=headers or {})
+    r = conn.getresponse()
+    return r.status, r.read(), dict(r.getheaders())
+
+
+def test_a_prefix_route_gets_method_path_query_and_body(listener):
+    port = listener().address[1]
+    status, body, headers = _send(port, "POST", "/api/job/submit?x=1", b'{"a": 1}',
+                                  {"Content-Type": "application/json"})
+    assert (status, body, headers["X-Seen"]) == (201, b"POST /api/job/submit x=1 8", "1")
+    assert _send(port, "DELETE", "/api/job/7")[1] == b"DELETE /api/job/7  0"
+    assert _send(port, "GET", "/api/a%20b")[1] == b"GET /api/a b  0"  # the path percent-decoded
+    assert _send(port, "PUT", "/api/x")[0] == 405
+    assert _send(port, "GET", "/apix")[0] == 404  # a prefix matches under its slash only
+
+
+def test_a_body_over_the_limit_is_refused_before_it_is_read(listener):
+    w = listener(max_body=None)
+    port = w.address[1]
+    w.server.max_body = 100
+    assert _send(port, "POST", "/api/x", b"x" * 100)[0] == 201
+    assert _send(port, "POST", "/api/x", b"x" * 101)[0] == 413
+    assert _send(port, "GET", "/metrics", b"x")[0] == 413  # a GET takes no body
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(5)
+    s.sendall(b"POST /api/x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n")
+    assert s.recv(64).startswith(b"HTTP/1.1 400")
+    s.close()

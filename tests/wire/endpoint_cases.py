@@ -111,6 +111,7 @@ CASES: list[tuple[str, tuple[str, str], Callable[[World], Request], tuple[str, .
     ("controller", ("GET", "/v1/controller"), lambda w: ("/v1/controller", None), ()),
     ("node_state", ("POST", "/v1/nodes/state"),
      lambda w: ("/v1/nodes/state", {"node": NODE, "action": "drain", "reason": "test"}), ()),
+    ("token", ("POST", "/v1/token"), lambda w: ("/v1/token", {"lifespan": 60}), ("token",)),
     ("accounts", ("GET", "/v1/accounts"), lambda w: ("/v1/accounts", None), ("account",)),
     ("accounts_slurm", ("GET", "/v1/accounts"), lambda w: ("/v1/accounts?slurm=1", None), ("account", "qos")),
     ("apply", ("POST", "/v1/accounts/apply"), lambda w: ("/v1/accounts/apply", {
