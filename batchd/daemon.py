@@ -223,7 +223,7 @@ class Daemon:
 
     def _web_listener(self) -> WebListener:
         """`[http] listen`: GET /metrics (batchd.server.metrics), the slurmrestd API
-        (batchd.server.slurmrest)."""
+        (batchd.server.slurmrest), the dashboard under /ui/ (batchd.server.dashboard)."""
         from batchd.server.metrics import ClusterCollector, render
 
         collector = ClusterCollector(self.store, self.cfg, controller=self.controller_status,
@@ -234,11 +234,19 @@ class Daemon:
             body, ctype = render(collector, req.header("Accept"))
             return WebReply(200, body, ctype)
 
+        from batchd.server.dashboard import Dashboard
         from batchd.server.slurmrest import SlurmRest
 
         rest = SlurmRest(self.service)
+        dash = Dashboard(self.service, secure=bool(self.cfg.http.get("tls_cert")))
         limits = Limits.of(self.cfg.limits)
-        routes: dict[str, Route] = {"/metrics": metrics, "/slurm/": rest, "/slurmdb/": rest}
+
+        def home(req: WebRequest) -> WebReply:
+            return WebReply(303, b"", "text/plain", {"Location": "/ui/"}) if req.path == "/" else \
+                WebReply(404, b"no such endpoint\n", "text/plain")
+
+        routes: dict[str, Route] = {"/metrics": metrics, "/slurm/": rest, "/slurmdb/": rest, "/ui": dash,
+                                    "/ui/": dash, "/": home}
         return WebListener(self.cfg.http, routes, timeout_s=float(limits.request_timeout_s),
                            max_body=int(limits.max_request_bytes))
 

@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
-"""Scrape time of `GET /metrics` (issue 20) with 10,000 jobs in the queue and 64 cards.
+"""Scrape time of `GET /metrics` and requests per second of the REST API's
+`GET /slurm/v0.0.38/jobs` (issue 20) with 10,000 jobs in the queue and 64 cards.
 
-    .venv/bin/python bench/bench_metrics.py [--jobs 10000] [--scrapes 30] [--pg URL]
+    .venv/bin/python bench/bench_metrics.py [--jobs 10000] [--scrapes 30] [--rest-seconds 20]
+                                            [--clients 4] [--pg URL]
 
 A dev daemon (`batchd serve --dev`) on a fresh database (SQLite, or a fresh PostgreSQL
 database on the server of --pg), 16 nodes of 4 GPUs; 60 one-GPU jobs running, `--jobs` held
 array tasks pending. Prints the median and p90 wall time of a scrape (OpenMetrics, as
-Prometheus asks) and its size, from a client on this machine.
+Prometheus asks) and its size, from a client on this machine; then `--clients` clients
+(threads, each with a token from `scontrol token`) ask `GET /slurm/v0.0.38/jobs` (every job
+of the queue, squeue's set) and `GET /slurm/v0.0.38/job/{id}` (one running job) for
+`--rest-seconds` each: requests per second and the median latency.
 """
 
 from __future__ import annotations
@@ -40,10 +45,42 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def rest_load(url: str, token: str, clients: int, seconds: float) -> tuple[int, list[float], int, int]:
+    """`clients` threads asking `url` for `seconds`: (requests answered, their latencies,
+    jobs in the last reply, its size)."""
+    import json
+    import threading
+
+    me = __import__("pwd").getpwuid(os.getuid()).pw_name
+    headers = {"X-SLURM-USER-NAME": me, "X-SLURM-USER-TOKEN": token}
+    lat: list[float] = []
+    last: list[bytes] = [b""]
+    end = time.time() + seconds
+    lock = threading.Lock()
+
+    def client() -> None:
+        while time.time() < end:
+            t0 = time.perf_counter()
+            body = urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=120).read()
+            with lock:
+                lat.append(time.perf_counter() - t0)
+                last[0] = body
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    reply = json.loads(last[0])
+    return len(lat), lat, len(reply["jobs"]), len(last[0])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--scrapes", type=int, default=30)
+    ap.add_argument("--rest-seconds", type=float, default=20.0)
+    ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--pg", help="a PostgreSQL server URL (a fresh database is made on it)")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="batchd-bench-metrics-"))
@@ -95,6 +132,18 @@ def main() -> None:
         print(f"/metrics on {'PostgreSQL' if args.pg else 'SQLite'}: {int(pending)} pending jobs, {int(cards)} cards, "
               f"{size} bytes; scrape median {statistics.median(times) * 1000:.1f} ms, "
               f"p90 {times[int(0.9 * (len(times) - 1))] * 1000:.1f} ms ({args.scrapes} scrapes)")
+        if args.rest_seconds > 0:
+            token = subprocess.run([str(BIN / "scontrol"), "token"], env=env, cwd=root, check=True,
+                                   capture_output=True, text=True).stdout.strip().partition("=")[2]
+            base = f"http://127.0.0.1:{port}/slurm/v0.0.38"
+            one = subprocess.run([str(BIN / "squeue"), "-h", "-t", "R", "-o", "%i"], env=env, cwd=root,
+                                 check=True, capture_output=True, text=True).stdout.split()[0]
+            jid = one.split("_")[0]
+            for path in ("/jobs", f"/job/{jid}"):
+                n, lat, items, size = rest_load(base + path, token, args.clients, args.rest_seconds)
+                print(f"GET /slurm/v0.0.38{path} on {'PostgreSQL' if args.pg else 'SQLite'}: {items} jobs, "
+                      f"{size} bytes a reply; {n / args.rest_seconds:.2f} requests/s with {args.clients} clients, "
+                      f"median {statistics.median(lat) * 1000:.0f} ms ({n} requests)")
     finally:
         import pwd
 

@@ -28,13 +28,15 @@ from batchd.store import Store
 GPU_RESOURCE = "gres/gpu"
 
 
-def card_usage(nodes: list[Node], running: list[Job], shard_per_gpu: int = 0) -> dict[tuple[str, str, str], float]:
-    """(node, card type, state) -> cards, each card counted by its share: a card held whole
-    is `allocated`; a card holding MIG instances or shards in use counts their share of it
-    `allocated` and the rest `shared`; an untouched card `idle`; every card of a DOWN node
-    `down`, of a DRAIN node `drained`."""
-    inv = node_inventories(nodes, shard_per_gpu)
-    used: dict[tuple[str, int], float] = {}
+#: one holder of (part of) a card: (job, its share of the card, what it holds: "card",
+#: a MIG profile, or "N shards")
+Holder = tuple[Job, float, str]
+
+
+def card_holders(inv: dict[str, NodeGpus], running: list[Job]) -> dict[tuple[str, int], list[Holder]]:
+    """(node, card index) -> the running jobs on that card, each with its share of it (a
+    whole card 1, a MIG instance its slices' share, shards their share of the card's)."""
+    held: dict[tuple[str, int], list[Holder]] = {}
     for j in running:
         for name, a in (j.allocation or {}).items():
             if not isinstance(a, dict) or name not in inv:
@@ -43,17 +45,27 @@ def card_usage(nodes: list[Node], running: list[Job], shard_per_gpu: int = 0) ->
             for g in a.get("gpus") or []:
                 s = str(g)
                 if s.isascii() and s.isdigit():
-                    used[(name, int(s))] = used.get((name, int(s)), 0.0) + 1.0
+                    held.setdefault((name, int(s)), []).append((j, 1.0, "card"))
                     continue
                 hit = cards.instance(s.split(":", 1)[1] if ":" in s else s)
                 if hit is not None:
                     card, mig = hit
-                    used[(name, card.index)] = used.get((name, card.index), 0.0) + mig.share
+                    held.setdefault((name, card.index), []).append((j, mig.share, mig.profile))
             shards = float(a.get("shards", 0) or 0)
             on = shard_card(a)
             holder = cards.card(on) if on is not None else next((c for c in cards.cards if c.shards), None)
             if shards and holder is not None and holder.shards:
-                used[(name, holder.index)] = used.get((name, holder.index), 0.0) + shards / holder.shards
+                held.setdefault((name, holder.index), []).append((j, shards / holder.shards, f"{int(shards)} shards"))
+    return held
+
+
+def card_usage(nodes: list[Node], running: list[Job], shard_per_gpu: int = 0) -> dict[tuple[str, str, str], float]:
+    """(node, card type, state) -> cards, each card counted by its share: a card held whole
+    is `allocated`; a card holding MIG instances or shards in use counts their share of it
+    `allocated` and the rest `shared`; an untouched card `idle`; every card of a DOWN node
+    `down`, of a DRAIN node `drained`."""
+    inv = node_inventories(nodes, shard_per_gpu)
+    used = {key: sum(share for _j, share, _what in hs) for key, hs in card_holders(inv, running).items()}
     out: dict[tuple[str, str, str], float] = {}
 
     def add(key: tuple[str, str, str], v: float) -> None:

@@ -80,8 +80,8 @@ def test_the_key_is_made_private_and_a_readable_one_is_refused(tmp_path):
 
 
 def test_a_token_for_another_user_is_an_administrators(tmp_path):
-    from tests.refstore import reference_store
     from batchd.server.service import Caller, Service
+    from tests.refstore import reference_store
 
     cfg, store = reference_store(tmp_path / "b.db", dev=False)
     try:
