@@ -84,12 +84,16 @@ def sample_job(pids: list[int], devices: list[str] | None = None, gpu_sampler: A
             log.warning("gpu sample failed devices=%s error=%s", ",".join(devices), e)
             return out
         utils, mem = [], 0.0
-        for d in g.get("devices", {}).values():
+        per_device: dict[str, dict[str, float | None]] = {}
+        for uuid, d in g.get("devices", {}).items():
             u = d.get("util_pct") if d.get("util_pct") is not None else d.get("job_sm_pct")
             if u is not None:
                 utils.append(float(u))
             m = d.get("job_mem_mib") if d.get("job_mem_mib") is not None else d.get("mem_used_mib")
             mem += float(m or 0.0)
+            per_device[str(uuid)] = {"util_pct": None if u is None else float(u),
+                                     "mem_mib": None if m is None else float(m)}
+        out["gpu_devices"] = per_device
         if utils:
             out["gpu_util_pct"] = round(sum(utils) / len(utils), 2)
         out["gpu_mem_mb"] = round(mem, 1)

@@ -37,7 +37,8 @@ class RunSampler:
         self._cpu: dict[tuple[int, int], CpuReadings] = {}  # (job id, run) -> its processes' readings
         # (job id, run) -> when the samples began to read every GPU of the run at 0 %
         self._idle_since: dict[tuple[int, int], float] = {}
-        # (job id, run) -> the run's last GPU reading ({node, job, account, gpu_util_pct, gpu_mem_mb})
+        # (job id, run) -> the run's last GPU reading ({node, job, account, gpu_util_pct, gpu_mem_mb,
+        # cards: [{node, gpu, uuid, util_pct, mem_mib}]})
         self._latest: dict[tuple[int, int], dict[str, Any]] = {}
         self._gpu_sampler: Any = None
         if any(cfg.node(n).gpus == "nvml" for n in nodes):
@@ -56,7 +57,8 @@ class RunSampler:
         self._last[key] = now
         from batchd.accounting.efficiency import record_sample, sample_job
 
-        devices = self._gpu_uuids(j) if self._gpu_sampler is not None else None
+        cards = self._gpu_cards(j) if self._gpu_sampler is not None else {}
+        devices = list(cards) if self._gpu_sampler is not None else None
         readings = self._cpu.setdefault(key, {})
         try:
             got = sample_job([pid], devices=devices, gpu_sampler=self._gpu_sampler, now=now, readings=readings)
@@ -68,7 +70,9 @@ class RunSampler:
         if util is not None or got.get("gpu_mem_mb") is not None:
             node = next(iter(j.allocation or {}), "")
             self._latest[key] = {"node": node, "job": j.id, "account": j.account, "gpu_util_pct": util,
-                                 "gpu_mem_mb": got.get("gpu_mem_mb")}
+                                 "gpu_mem_mb": got.get("gpu_mem_mb"),
+                                 "cards": [{"node": cards[u][0], "gpu": cards[u][1], "uuid": u, **d}
+                                           for u, d in (got.get("gpu_devices") or {}).items() if u in cards]}
         if util is None or util > 0:  # no reading (no NVML, a failed sample), or busy
             self._idle_since.pop(key, None)
         else:
@@ -87,15 +91,23 @@ class RunSampler:
 
     def _gpu_uuids(self, j: Job) -> list[str]:
         """UUIDs of the devices (or MIG instances) the job holds on this agent's nodes."""
-        out: list[str] = []
+        return list(self._gpu_cards(j))
+
+    def _gpu_cards(self, j: Job) -> dict[str, tuple[str, str]]:
+        """UUID of each device (or MIG instance) the job holds on this agent's nodes ->
+        (node, the card: its index, and a MIG instance's profile after a slash)."""
+        out: dict[str, tuple[str, str]] = {}
         inv = {n.name: n.gpus for n in self.store.list_nodes() if n.name in self.nodes}
         for node, a in (j.allocation or {}).items():
-            by_index = {g.get("index"): g.get("uuid") for g in inv.get(node, []) if "index" in g}
+            cards = inv.get(node, [])
+            by_index = {g.get("index"): g.get("uuid") for g in cards if "index" in g}
+            migs = {m.get("uuid"): f"{g.get('index')}/{m.get('profile')}" for g in cards
+                    for m in g.get("mig") or [] if isinstance(m, dict)}
             for g in a.get("gpus", []):
                 s = str(g)
                 uuid = s.split(":", 1)[1] if ":" in s else by_index.get(int(s))
                 if uuid:
-                    out.append(uuid)
+                    out[uuid] = (node, migs.get(uuid, s if ":" not in s else uuid))
         return out
 
     def forget(self, job_id: int, run: int) -> None:

@@ -210,17 +210,19 @@ class ClusterCollector(Collector):
         yield age
 
         samples = self.gpu_samples() if self.gpu_samples else []
-        util = GaugeMetricFamily("batchd_gpu_utilization_ratio", "GPU utilisation of a running job's cards on this "
-                                 "daemon's nodes, 0-1 (the mean over its cards, NVML's last sample)",
-                                 labels=["node", "job", "account"])
-        mem = GaugeMetricFamily("batchd_gpu_memory_used_bytes", "GPU memory a running job uses on this daemon's "
-                                "nodes (NVML's last sample)", labels=["node", "job", "account"])
+        util = GaugeMetricFamily("batchd_gpu_utilization_ratio", "GPU utilisation of each card (or MIG instance) "
+                                 "a running job holds on this daemon's nodes, 0-1 (NVML's last sample)",
+                                 labels=["node", "gpu", "uuid", "job", "account"])
+        mem = GaugeMetricFamily("batchd_gpu_memory_used_bytes", "GPU memory a running job uses on each card (or "
+                                "MIG instance) it holds on this daemon's nodes (NVML's last sample)",
+                                labels=["node", "gpu", "uuid", "job", "account"])
         for s in samples:
-            labels = [str(s["node"]), str(s["job"]), str(s["account"])]
-            if s.get("gpu_util_pct") is not None:
-                util.add_metric(labels, round(float(s["gpu_util_pct"]) / 100.0, 4))
-            if s.get("gpu_mem_mb") is not None:
-                mem.add_metric(labels, float(s["gpu_mem_mb"]) * 1024 * 1024)
+            for c in s.get("cards") or []:
+                labels = [str(c["node"]), str(c["gpu"]), str(c["uuid"]), str(s["job"]), str(s["account"])]
+                if c.get("util_pct") is not None:
+                    util.add_metric(labels, round(float(c["util_pct"]) / 100.0, 4))
+                if c.get("mem_mib") is not None:
+                    mem.add_metric(labels, float(c["mem_mib"]) * 1024 * 1024)
         yield util
         yield mem
 
