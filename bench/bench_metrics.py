@@ -3,7 +3,7 @@
 `GET /slurm/v0.0.38/jobs` (issue 20) with 10,000 jobs in the queue and 64 cards.
 
     .venv/bin/python bench/bench_metrics.py [--jobs 10000] [--scrapes 30] [--rest-seconds 20]
-                                            [--clients 4] [--pg URL]
+                                            [--clients 4] [--distinct] [--pg URL]
 
 A dev daemon (`batchd serve --dev`) on a fresh database (SQLite, or a fresh PostgreSQL
 database on the server of --pg), 16 nodes of 4 GPUs; 60 one-GPU jobs running, `--jobs` held
@@ -81,6 +81,8 @@ def main() -> None:
     ap.add_argument("--scrapes", type=int, default=30)
     ap.add_argument("--rest-seconds", type=float, default=20.0)
     ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--distinct", action="store_true",
+                    help="--jobs separate held jobs (bench/loadgen.py) instead of one held array")
     ap.add_argument("--pg", help="a PostgreSQL server URL (a fresh database is made on it)")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="batchd-bench-metrics-"))
@@ -113,8 +115,16 @@ def main() -> None:
         for _ in range(60):
             subprocess.run([str(BIN / "sbatch"), "-Q", "--gres=gpu:1", "--wrap", "sleep 600"], env=env, cwd=root,
                            check=True)
-        subprocess.run([str(BIN / "sbatch"), "-Q", "--hold", f"--array=0-{args.jobs - 1}", "--wrap", "true"], env=env,
-                       cwd=root, check=True)
+        if args.distinct:
+            # one job each, not one array: the REST list (and squeue) shows a pending array as one record
+            sys.path.insert(0, str(Path(__file__).parent))
+            from loadgen import run as load
+
+            got = load(env["BATCHD_SOCKET"], n=8, duration_s=None, count=args.jobs, name="restbench")
+            print(f"{got['submitted']} held jobs submitted at {got['rate_per_s']}/s", file=sys.stderr)
+        else:
+            subprocess.run([str(BIN / "sbatch"), "-Q", "--hold", f"--array=0-{args.jobs - 1}", "--wrap", "true"],
+                           env=env, cwd=root, check=True)
         time.sleep(3)  # a cycle or two over the full queue
         times, size = [], 0
         for _ in range(args.scrapes):

@@ -185,11 +185,19 @@ class SlurmRest:
         return _reply(200, shapes.envelope(statistics=stats))
 
     def jobs(self, caller: Caller, query: dict[str, str], body: bytes, ident: str | None = None) -> WebReply:
-        target = "/v1/jobs?" + urlencode({"all": "1", **({"ids": ident} if ident else {})})
+        # a job array's pending tasks that never ran as one record, as slurmctld keeps them
+        # (and squeue shows them without -r)
+        target = "/v1/jobs?" + urlencode({"all": "1", "fold": "1", **({"ids": ident} if ident else {})})
         views = self.call(caller, "GET", target, source="slurm_load_jobs")["jobs"]
         if ident and not views:
             raise RestError("Invalid job id specified", ERRNO["NotFound"], 500, "slurm_load_job")
-        return _reply(200, shapes.envelope(jobs=[shapes.job(v, self.cluster) for v in views]))
+        # each job's JSON made once per version of its row, kept with its view (batchd.server.viewmemo)
+        texts = self.service._view_memo.derived(views, "rest/v0.0.38", self._job_text)
+        head = json.dumps(shapes.envelope(), separators=(",", ":"))[:-1]
+        return WebReply(200, f'{head},"jobs":[{",".join(texts)}]}}'.encode(), JSON)
+
+    def _job_text(self, view: dict[str, Any]) -> str:
+        return json.dumps(shapes.job(view, self.cluster), separators=(",", ":"))
 
     def job(self, caller: Caller, query: dict[str, str], body: bytes, ident: str) -> WebReply:
         return self.jobs(caller, query, body, ident=_job_id(ident))

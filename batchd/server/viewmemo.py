@@ -9,10 +9,14 @@ or encoding it again; a row that differs in anything is a new key, so a changed 
 never shown stale.
 
 A kept view's trimmings (`ViewMemo.trimmed`: the view cut to the keys a command reads,
-squeue's `keys=`, and that cut's JSON text) are kept with it, per set of keys, and go when
-it goes.
+squeue's `keys=`, and that cut's JSON text) and the texts derived from it (`derived`: the
+REST API's JSON of the job) are kept with it, per set of keys or tag, and go when it goes.
 
-Bounded: at most `cap` rows are kept, the oldest dropped first. Not kept: RUNNING and
+Bounded: at most `cap` rows are kept, the least recently used dropped first, but never one
+the listing under way has used: a listing of more rows than `cap` keeps the first `cap` of
+them (each later listing finds those and builds the rest) rather than every row pushing out
+the one it will need next (which left a 10,000-job squeue with no kept view at all). Not
+kept: RUNNING and
 SUSPENDED rows (their run time moves), and a row holding a JSON value that cannot be a key
 (an allocation).
 """
@@ -67,11 +71,12 @@ def dumps(payload: Any) -> str:
 
 
 class _Kept:
-    """One kept view: the view, its JSON text, and its trimmings by the keys cut to."""
-    __slots__ = ("view", "text", "trims")
+    """One kept view: the view, its JSON text, its trimmings by the keys cut to, and the
+    listing that used it last."""
+    __slots__ = ("view", "text", "trims", "used")
 
-    def __init__(self, view: dict[str, Any], text: str):
-        self.view, self.text = view, text
+    def __init__(self, view: dict[str, Any], text: str, used: int = 0):
+        self.view, self.text, self.used = view, text, used
         self.trims: dict[tuple[str, ...], tuple[dict[str, Any], str]] = {}
 
 
@@ -84,6 +89,7 @@ class ViewMemo:
         # the kept views by id(), for `trimmed` (each entry's view is checked to be the one)
         self._by_view: dict[int, _Kept] = {}
         self._lock = threading.Lock()
+        self._listing = 0  # numbers the listings (`views` calls), for the eviction rule
 
     def views(self, rows: Iterable[Sequence[Any]], state_at: int, build: Callable[[Sequence[Any]], dict[str, Any]]
               ) -> ViewList:
@@ -91,6 +97,9 @@ class ViewMemo:
         column `state_at` is the job's state), built by `build(row)` where not kept already."""
         out, texts = [], []
         memo = self._views
+        with self._lock:
+            self._listing += 1
+            listing = self._listing
         for row in rows:
             # (the job id, the row's hash): a row's own strings are not kept (a 64-bit
             # SipHash collision of two rows of one job is the only way to a stale view)
@@ -101,9 +110,11 @@ class ViewMemo:
             kept = memo.get(key) if key is not None else None
             if kept is None:
                 view = build(row)
-                kept = _Kept(view, json.dumps(view))
+                kept = _Kept(view, json.dumps(view), listing)
                 if key is not None:
                     self._keep(key, kept)
+            else:
+                self._touch(key, kept, listing)
             out.append(kept.view)
             texts.append(kept.text)
         return ViewList(out, texts)
@@ -124,12 +135,42 @@ class ViewMemo:
             texts.append(cut[1])
         return ViewList(out, texts)
 
+    def derived(self, views: Iterable[dict[str, Any]], tag: str, make: Callable[[dict[str, Any]], str]) -> list[str]:
+        """`make(view)` for each view (a text derived from it: the REST API's shape of it),
+        kept with the view where this memo keeps the view, and made again where not."""
+        out = []
+        by_view = self._by_view
+        key = (tag,)
+        for v in views:
+            kept = by_view.get(id(v))
+            if kept is None or kept.view is not v:
+                out.append(make(v))
+                continue
+            hit = kept.trims.get(key)
+            if hit is None:
+                hit = (v, make(v))
+                kept.trims[key] = hit
+            out.append(hit[1])
+        return out
+
+    def _touch(self, key: tuple[Any, int] | None, kept: _Kept, listing: int) -> None:
+        """A kept view used: it moves to the recently used end."""
+        with self._lock:
+            kept.used = listing
+            if key is not None and self._views.get(key) is kept:
+                del self._views[key]
+                self._views[key] = kept
+
     def _keep(self, key: tuple[Any, int], kept: _Kept) -> None:
         with self._lock:
             memo = self._views
             old = memo.pop(key, None)
             if old is not None:
                 self._by_view.pop(id(old.view), None)
+            if len(memo) >= self.cap:
+                oldest = memo[next(iter(memo))]
+                if oldest.used == kept.used:
+                    return  # every kept view serves the listing under way: this one is not kept
             memo[key] = kept
             self._by_view[id(kept.view)] = kept
             while len(memo) > self.cap:  # (each kept view is built for its one key)

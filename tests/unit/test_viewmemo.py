@@ -37,13 +37,29 @@ def test_running_rows_and_unhashable_rows_are_built_every_time():
     assert len(calls) == 6 and len(memo) == 0
 
 
-def test_the_memo_keeps_at_most_cap_rows_the_oldest_dropped_first():
+def test_the_memo_keeps_at_most_cap_rows_the_least_recently_used_dropped_first():
     calls: list = []
     memo = ViewMemo(cap=3)
-    memo.views([(i, "PENDING", "None") for i in range(5)], STATE, _build(calls))
+    memo.views([(i, "PENDING", "None") for i in range(3)], STATE, _build(calls))
+    memo.views([(0, "PENDING", "None")], STATE, _build(calls))  # 0 used again: 1 is now the oldest
+    assert len(calls) == 3
+    memo.views([(3, "PENDING", "None")], STATE, _build(calls))  # 1 goes
     assert len(memo) == 3
-    memo.views([(4, "PENDING", "None"), (0, "PENDING", "None")], STATE, _build(calls))
-    assert calls[5:] == [(0, "PENDING", "None")]
+    memo.views([(2, "PENDING", "None"), (0, "PENDING", "None"), (3, "PENDING", "None")], STATE, _build(calls))
+    assert len(calls) == 4
+    memo.views([(1, "PENDING", "None")], STATE, _build(calls))
+    assert calls[4:] == [(1, "PENDING", "None")]
+
+
+def test_a_listing_longer_than_the_cap_keeps_its_first_rows_instead_of_thrashing():
+    calls: list = []
+    memo = ViewMemo(cap=3)
+    rows = [(i, "PENDING", "None") for i in range(5)]
+    memo.views(rows, STATE, _build(calls))
+    assert len(memo) == 3 and len(calls) == 5
+    again = memo.views(rows, STATE, _build(calls))
+    assert calls[5:] == rows[3:]  # the first three were kept; only the other two built again
+    assert [v for v in again] == [v for v in memo.views(rows, STATE, _build([]))]
 
 
 VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
