@@ -13,6 +13,7 @@ SUBCOMMANDS = {
     "serve": "cmd_serve",
     "migrate": "cmd_migrate",
     "plan": "cmd_plan",
+    "simulate": "cmd_simulate",
     "node": "cmd_node",
     "why": "cmd_why",
     "apply": "cmd_apply",

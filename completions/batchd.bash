@@ -92,7 +92,7 @@ complete -o default -F _batchd_cmd_bkill bkill
 _batchd() {
     local cur="${COMP_WORDS[COMP_CWORD]}"
     if (( COMP_CWORD == 1 )); then
-        COMPREPLY=( $(compgen -W "account apply completion controller eff migrate node plan price report serve user why --version --help" -- "$cur") )
+        COMPREPLY=( $(compgen -W "account apply completion controller eff migrate node plan price report serve simulate user why --version --help" -- "$cur") )
         return
     fi
     case "${COMP_WORDS[1]}" in
@@ -161,6 +161,9 @@ _batchd() {
             ;;
         serve)
             _batchd_simple "--config --dev --node --log-level --help" ""
+            ;;
+        simulate)
+            _batchd_simple "--config --accounts --trace --format --teams --seed --max-duration --scale --load --until --checkpoint --price --json --help" ""
             ;;
         user)
             if (( COMP_CWORD == 2 )); then

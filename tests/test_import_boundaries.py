@@ -149,6 +149,12 @@ def test_the_daemon_imports_nothing_of_the_commands():
     assert not [f"{m} imports {i}" for m in daemon for i in sorted(batchd_imports(m)) if within(i, "batchd.cli")]
 
 
+def test_the_simulator_stays_out_of_the_daemon():
+    """`batchd simulate` (batchd.sim) reaches the scheduler; nothing of the daemon reaches it."""
+    daemon = [m for m in modules_under("batchd") if not within(m, "batchd.cli", "batchd.migrations", "batchd.sim")]
+    assert not [f"{m} imports {i}" for m in daemon for i in sorted(batchd_imports(m)) if within(i, "batchd.sim")]
+
+
 def test_the_store_imports_only_the_model_the_errors_and_slurm():
     assert not violations(("batchd.store",), ("batchd.store", "batchd.model", "batchd.errors", "batchd.faults",
                                               "batchd.slurm", "batchd.migrations"))

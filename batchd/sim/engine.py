@@ -1,0 +1,353 @@
+"""The event loop of `batchd simulate`: a trace replayed in virtual time through the cycle
+the controller runs (`batchd.scheduler.decide` on a snapshot of docs/snapshot.md, with
+Slurm's multifactor priorities from `batchd.priority.job_priorities` and fair-share usage
+decayed by `batchd.priority.usage.advance_usage`), so that quotas, limits, over-quota
+weights, reclaim with its grace time, backfill, gangs and time limits act as they do on a
+cluster.
+
+Events, in virtual seconds: a job's submission, a run's end (its work done, or its time
+limit), and the end of a preempted run's grace time. After every instant at which
+something happened, one cycle runs (the controller's cycle runs when something changes,
+too; the periodic tick only reorders by age). A start the scheduler makes wait for its
+victims (`after`) is taken by a later cycle, as the controller does.
+
+- **Preemption.** A preempted run goes on for the grace time (its QOS's, else
+  `[scheduler] grace_time_s`), then ends and its job is requeued. It keeps the work up to
+  its last checkpoint (the job's `checkpoint_s`, else `checkpoint_s` of the run's
+  options; 0 = none, the job starts again from the start). The rest is counted as lost
+  GPU-seconds.
+- **Time limits.** A run that would outlast its time limit ends at it (TIMEOUT) and is not
+  run again.
+- **Fair share.** Usage is charged to "account/user" in billing units per second (the
+  start's charge under `[accounting] tres_billing_weights`) and decayed with
+  `[priority] decay_half_life_s`, every `[priority] calc_period_s` (Slurm's
+  PriorityCalcPeriod, default 300 s) as the controller does; the fair-share factors are
+  computed again only when the usage was.
+
+Jobs ask for `gpus` whole cards and one CPU; a job larger than the largest node is a gang
+of one-GPU tasks on as few nodes as can hold them (8 GPUs on 4-GPU nodes: 2 nodes).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from batchd.priority import fairshare_factors, merge_policy
+from batchd.priority.multifactor import job_factors
+from batchd.priority.usage import Charge as UsageCharge
+from batchd.priority.usage import advance_usage
+from batchd.scheduler import decide, load_snapshot
+from batchd.sim.trace import TraceJob
+from batchd.slurm.gres import Charge, parse_node_gpus, whole_cards
+from batchd.slurm.tres import billing, parse_billing_weights
+
+END, GRACE_END, SUBMIT = 0, 1, 2  # the order of events at one instant
+
+
+@dataclass
+class SimJob:
+    t: TraceJob
+    account: str
+    state: str = "PENDING"        # PENDING, RUNNING, COMPLETED, TIMEOUT
+    saved_s: float = 0.0          # work kept (checkpoints) from earlier runs
+    start: float | None = None    # the current run's start
+    first_start: float | None = None
+    end: float | None = None
+    alloc: dict[str, Any] = field(default_factory=dict)
+    charge: dict[str, Any] | None = None
+    gpu_share: float = 0.0        # the run's gres/gpu (a card's share for MIG and shards)
+    bill: float = 0.0
+    run_seq: int = 0              # numbers the runs: an end event of an earlier run is stale
+    preempting_for: int | None = None
+    preemptor: bool = False
+    preemptions: int = 0
+    lost_gpu_s: float = 0.0
+    gpu_s: float = 0.0            # GPU-seconds of all its runs
+    runs: list[tuple[float, float, float]] = field(default_factory=list)  # (start, end, gpu share)
+
+
+@dataclass
+class Sample:
+    """The cluster between two instants: from `t` on, until the next sample."""
+    t: float
+    alloc: dict[str, float]       # account -> GPUs allocated (gres/gpu)
+    demand: dict[str, float]      # account -> GPUs allocated + asked by its eligible pending jobs
+
+
+@dataclass
+class Result:
+    jobs: list[SimJob]
+    samples: list[Sample]
+    accounts: list[dict[str, Any]]
+    capacity_gpus: float
+    end_s: float
+    cycles: int
+    preemptions: list[tuple[float, int, int, str]]  # (time, victim, for, reason)
+    settings: dict[str, Any]
+
+
+class Simulation:
+    def __init__(self, cfg: Any, accounts: list[dict[str, Any]], users: list[dict[str, Any]],
+                 policy: dict[str, Any] | None = None, checkpoint_s: float = 0.0):
+        self.cfg = cfg
+        self.accounts = accounts
+        self.users = users
+        self.checkpoint_s = checkpoint_s
+        self.policy = {**cfg.scheduler, **cfg.priority, "tres_billing_weights": cfg.tres_billing_weights,
+                       **(policy or {})}
+        self.weights = parse_billing_weights(cfg.tres_billing_weights)
+        part = next((p for p in cfg.partitions if p.default), cfg.partitions[0] if cfg.partitions else None)
+        self.partition = part.name if part else "batch"
+        # a job without a time limit: the partition's DefaultTime, else its MaxTime (as sbatch and
+        # the controller give it); None = unlimited
+        dflt = (part.default_time_s or part.max_time_s) if part else None
+        self.default_limit = None if dflt is None or dflt < 0 else float(dflt)
+        self.default_qos = {a["name"]: (a.get("policy") or {}).get("default_qos") for a in accounts}
+        self.part_nodes = list(part.nodes) if part else [n.name for n in cfg.nodes]
+        self.nodes = []
+        per_node = 0
+        capacity = 0
+        for n in cfg.nodes:
+            gpus = n.gpus if isinstance(n.gpus, list) else []
+            cards = whole_cards(gpus)
+            per_node = max(per_node, cards)
+            capacity += len(parse_node_gpus(gpus).cards)
+            self.nodes.append({"name": n.name, "cpus": n.cpus, "memory_mb": n.memory_mb, "state": "IDLE",
+                               "gpus": gpus, "shards": cfg.shard_per_gpu * cards})
+        self.per_node = max(per_node, 1)
+        self.capacity = float(capacity)
+        self.qos = {q.name: q for q in cfg.qos}
+        self.grace = float(cfg.scheduler.get("grace_time_s", 60))
+        self.half_life = float(cfg.priority.get("decay_half_life_s", 604800))
+        self.default_account = next((a["account"] for a in users if a.get("is_default")), None)
+        self.calc_period = float(cfg.priority.get("calc_period_s", 300))
+        self._fs: dict[str, float] | None = None  # the fair-share factors of the current usage
+
+    # ------------------------------------------------------------------ snapshot
+    def _request(self, j: SimJob) -> dict[str, Any]:
+        g = j.t.gpus
+        if g <= self.per_node:
+            return {"tasks": 1, "nodes": None, "per_task": {"gres/gpu": g, "cpu": 1}}
+        # more than a node holds: one task a GPU on as few nodes as can hold them, a gang
+        return {"tasks": g, "nodes": math.ceil(g / self.per_node), "per_task": {"gres/gpu": 1, "cpu": 1}}
+
+    def qos_of(self, j: SimJob) -> str | None:
+        """The job's QOS: the trace's, else its account's default, else `normal` where the
+        config has it."""
+        return j.t.qos or self.default_qos.get(j.account) or ("normal" if "normal" in self.qos else None)
+
+    def limit_of(self, j: SimJob) -> float | None:
+        return j.t.time_limit_s if j.t.time_limit_s is not None else self.default_limit
+
+    def _entry(self, j: SimJob) -> dict[str, Any]:
+        q = self.qos.get(self.qos_of(j) or "")
+        limit = self.limit_of(j)
+        d: dict[str, Any] = {
+            "id": j.t.id, "account": j.account, "user": j.t.user, "state": j.state,
+            "priority": q.priority if q else 0, "preemptible": q.preemptible if q else True,
+            "submit_time": j.t.submit_s, "eligible_time": j.t.submit_s,
+            "time_limit_s": None if limit is None else int(math.ceil(limit)),
+            "partition": self.partition, "partition_nodes": self.part_nodes,
+            **self._request(j),
+        }
+        if self.qos_of(j):
+            d["qos"] = self.qos_of(j)
+        if j.state == "RUNNING":
+            d["start_time"] = j.start
+            d["allocation"] = j.alloc
+            if j.charge:
+                d["charge"] = j.charge
+            if j.preempting_for is not None:
+                d["preempting_for"] = j.preempting_for
+        elif j.preemptor:
+            d["preemptor"] = True
+        return d
+
+    def snapshot(self, now: float, active: list[SimJob], usage: dict[str, float]) -> dict[str, Any]:
+        return {
+            "version": 1, "now": now, "policy": self.policy, "cluster": self.cfg.cluster_name,
+            "partitions": [{"name": p.name, "default": p.default, "priority_job_factor": p.priority_job_factor,
+                            "max_time_s": p.max_time_s} for p in self.cfg.partitions],
+            "nodes": self.nodes, "accounts": self.accounts, "users": self.users,
+            "usage": {"accounts": {}, "users": dict(usage)},
+            "jobs": [self._entry(j) for j in active],
+            "qos": [{"name": q.name, "priority": q.priority, "preemptible": q.preemptible,
+                     "max_gpus_per_user": q.max_gpus_per_user, "usage_factor": q.usage_factor,
+                     "min_runtime_reclaim_s": q.min_runtime_reclaim_s, "min_runtime_preempt_s": q.min_runtime_preempt_s}
+                    for q in self.cfg.qos],
+        }
+
+    # ------------------------------------------------------------------ the loop
+    def run(self, trace: list[TraceJob], until: float | None = None) -> Result:
+        known = {a["name"] for a in self.accounts}
+        jobs: dict[int, SimJob] = {}
+        for t in trace:
+            account = t.team if t.team in known else (self.default_account or "default")
+            jobs[t.id] = SimJob(t, account)
+        events: list[tuple[float, int, int, int, int]] = []  # (time, kind, order, job, run_seq)
+        order = 0
+        for t in trace:
+            heapq.heappush(events, (t.submit_s, SUBMIT, order, t.id, 0))
+            order += 1
+        pending: dict[int, SimJob] = {}
+        running: dict[int, SimJob] = {}
+        usage: dict[str, float] = {}
+        ended_runs: list[UsageCharge] = []
+        last_accrual = trace[0].submit_s if trace else 0.0
+        samples: list[Sample] = []
+        preemptions: list[tuple[float, int, int, str]] = []
+        cycles = 0
+        now = last_accrual
+        while events:
+            now = events[0][0]
+            if until is not None and now > until:
+                now = until
+                break
+            while events and events[0][0] == now:
+                _t, kind, _o, jid, seq = heapq.heappop(events)
+                j = jobs[jid]
+                if kind == SUBMIT:
+                    pending[jid] = j
+                elif kind == END and j.state == "RUNNING" and j.run_seq == seq:
+                    done = j.saved_s + (now - _start(j, now))
+                    j.state = "COMPLETED" if done + 1e-6 >= j.t.duration_s else "TIMEOUT"
+                    self._close_run(j, now, ended_runs)
+                    j.end = now
+                    del running[jid]
+                elif kind == GRACE_END and j.state == "RUNNING" and j.run_seq == seq:
+                    worked = now - _start(j, now)
+                    ck = j.t.checkpoint_s or self.checkpoint_s
+                    kept = math.floor(worked / ck) * ck if ck > 0 else 0.0
+                    j.lost_gpu_s += (worked - kept) * j.gpu_share
+                    j.saved_s += kept
+                    self._close_run(j, now, ended_runs)
+                    j.state = "PENDING"
+                    j.preempting_for = None
+                    del running[jid]
+                    pending[jid] = j
+            # usage up to now every calc period (the controller's usage cycle), then one cycle
+            if now - last_accrual >= self.calc_period:
+                charges = ended_runs + [UsageCharge(f"{j.account}/{j.t.user}", j.bill, j.start, None,
+                                                    self._usage_factor(j)) for j in running.values()]
+                usage = advance_usage(usage, charges, last_accrual, now, self.half_life)
+                last_accrual = now
+                ended_runs = []
+                self._fs = None
+            if pending:
+                cycles += 1
+                order = self._cycle(now, pending, running, usage, events, order, preemptions)
+            samples.append(self._sample(now, pending, running))
+        end = now
+        for j in list(running.values()):  # cut at --until: the runs so far count
+            self._close_run(j, end, [])
+        return Result(list(jobs.values()), samples, self.accounts, self.capacity, end, cycles, preemptions,
+                      {"policy": self.policy, "checkpoint_s": self.checkpoint_s})
+
+    def _usage_factor(self, j: SimJob) -> float:
+        q = self.qos.get(self.qos_of(j) or "")
+        return q.usage_factor if q else 1.0
+
+    def _close_run(self, j: SimJob, now: float, ended: list[UsageCharge]) -> None:
+        start = _start(j, now)
+        j.runs.append((start, now, j.gpu_share))
+        j.gpu_s += (now - start) * j.gpu_share
+        ended.append(UsageCharge(f"{j.account}/{j.t.user}", j.bill, start, now, self._usage_factor(j)))
+        j.run_seq += 1
+
+    def _cycle(self, now: float, pending: dict[int, SimJob], running: dict[int, SimJob], usage: dict[str, float],
+               events: list[tuple[float, int, int, int, int]], order: int,
+               preemptions: list[tuple[float, int, int, str]]) -> int:
+        active = sorted([*running.values(), *pending.values()], key=lambda j: j.t.id)
+        snap = self.snapshot(now, active, usage)
+        merged = merge_policy(None, snap)
+        if self._fs is None:
+            self._fs = fairshare_factors(snap) if merged["weight_fairshare"] else {}
+        snap["priorities"] = dict(job_factors(snap, merged, self._fs, False))
+        dec = decide(load_snapshot(snap)).to_dict()
+        for st in dec.get("start", []):
+            if st.get("after"):
+                continue  # waits for its victims' devices: a later cycle starts it
+            jid = int(st["job"])
+            j = pending.pop(jid)
+            ch = Charge.from_json(st["charge"])
+            j.state, j.start, j.alloc, j.charge = "RUNNING", now, st["allocation"], ch.record()
+            j.gpu_share = float(ch.tres.get("gres/gpu", j.t.gpus))
+            j.bill = billing(self.weights, ch.tres, parts=ch.billing_parts())
+            j.preemptor = False
+            if j.first_start is None:
+                j.first_start = now
+            left = max(0.0, j.t.duration_s - j.saved_s)
+            limit = self.limit_of(j)
+            run_for = left if limit is None else min(left, limit)
+            running[jid] = j
+            heapq.heappush(events, (now + run_for, END, order, jid, j.run_seq))
+            order += 1
+        for p in dec.get("preempt", []):
+            v = running.get(int(p["job"]))
+            if v is None or v.preempting_for is not None:
+                continue
+            v.preempting_for = int(p["for"])
+            v.preemptions += 1
+            preemptions.append((now, v.t.id, int(p["for"]), str(p.get("reason") or "")))
+            who = pending.get(int(p["for"]))
+            if who is not None:
+                who.preemptor = True
+            q = self.qos.get(self.qos_of(v) or "")
+            grace = float(q.grace_time_s) if q else self.grace
+            heapq.heappush(events, (now + grace, GRACE_END, order, v.t.id, v.run_seq))
+            order += 1
+        return order
+
+    def _sample(self, now: float, pending: dict[int, SimJob], running: dict[int, SimJob]) -> Sample:
+        alloc: dict[str, float] = {}
+        for j in running.values():
+            alloc[j.account] = alloc.get(j.account, 0.0) + j.gpu_share
+        demand = dict(alloc)
+        for j in pending.values():
+            demand[j.account] = demand.get(j.account, 0.0) + j.t.gpus
+        return Sample(now, alloc, demand)
+
+
+def _start(j: SimJob, now: float) -> float:
+    return float(j.start) if j.start is not None else now
+
+
+def from_files(config_path: str, accounts_path: str | None, trace: list[TraceJob],
+               policy: dict[str, Any] | None = None, checkpoint_s: float = 0.0) -> Simulation:
+    """A Simulation of the cluster of `config_path` (its nodes, partitions, QOS, scheduler,
+    priority and billing settings) with the accounts of `accounts_path` (`batchd apply`'s
+    file). Each (team, user) of the trace is a user association of the team's account; a
+    team that is no account runs in `default`."""
+    import tomllib
+
+    from batchd.config import load_config
+    from batchd.server.accounts import cluster_gpu_types, config_names, parse_accounts
+
+    cfg = load_config(config_path, dev=True)
+    doc: dict[str, Any] = {}
+    if accounts_path:
+        with open(accounts_path, "rb") as f:
+            doc = tomllib.load(f)
+    from batchd.model import Node
+
+    nodes = [Node(name=n.name, state="IDLE", cpus=n.cpus, memory_mb=n.memory_mb,
+                  gpus=n.gpus if isinstance(n.gpus, list) else [], heartbeat=0.0) for n in cfg.nodes]
+    parsed = parse_accounts(doc, cluster_gpu_types(nodes), config_names(cfg))
+    accounts = [{"name": a.name, "parent": a.parent, "priority": a.priority, "shares": a.shares,
+                 "resources": a.resources, **({"policy": a.policy} if a.policy else {})} for a in parsed.accounts]
+    names = {a["name"] for a in accounts}
+    if "default" not in names:
+        accounts.append({"name": "default", "parent": "root", "priority": 100, "shares": 1, "resources": {}})
+        names.add("default")
+    users = [{"name": u["user"], "account": u["account"], "shares": "parent" if u.get("shares") is None
+              else u["shares"]} for u in parsed.associations]
+    have = {(u["account"], u["name"]) for u in users}
+    for t in trace:
+        account = t.team if t.team in names else "default"
+        if (account, t.user) not in have:
+            users.append({"name": t.user, "account": account, "shares": 1})
+            have.add((account, t.user))
+    return Simulation(cfg, accounts, users, policy, checkpoint_s)

@@ -1,0 +1,190 @@
+"""Job traces for `batchd simulate`.
+
+batchd's own CSV (documented in docs/simulate.md), one job a row, a header naming the
+columns; only `submit_s`, `duration_s` and `gpus` are required:
+
+    submit_s,duration_s,gpus,team,user,qos,time_limit_s,checkpoint_s,id
+    0,3600,2,training,bob,normal,7200,600,
+    30,600,1,notebooks,carol,interactive,,,
+
+`gpus` is a count of whole cards (a fraction rounds up). `checkpoint_s` is how often the
+job saves its work (0 or empty: never; a preempted job then starts again from the start).
+
+The Alibaba `cluster-trace-gpu-v2023` job file (`alibaba_openb_2023_jobs.csv`): each pod
+that asks for a GPU and started becomes a job (the others are left out and counted), its
+`gpus` the pod's `num_gpu` (a share of one card, `gpu_milli` < 1000, is a whole card: the
+example clusters offer no shards), its duration the pod's. The trace has no user or team:
+`teams` assigns them, by an explicit rule the output names:
+
+- `qos`: by the pod's QoS class, a mapping such as `LS=serving,BE=training,*=notebooks`.
+- `hash`: a seeded hash of the pod's name, with team sizes as weights, such as
+  `serving=6,training=6,notebooks=4` (the teams' quotas are the natural weights).
+
+Times can be compressed (`scale`: every time divided by it) and arrivals thinned or
+repeated (`load`: 0.5 keeps every second job in a seeded draw, 2 adds each job twice,
+the second copy shifted by half its gap to the next).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class TraceJob:
+    id: int
+    submit_s: float
+    duration_s: float
+    gpus: int
+    team: str
+    user: str
+    qos: str | None = None
+    time_limit_s: float | None = None
+    checkpoint_s: float = 0.0
+    name: str = ""
+
+
+@dataclass
+class Trace:
+    jobs: list[TraceJob]
+    source: str
+    rule: str  # how teams were assigned, said in the output
+    skipped: int = 0  # rows left out (no GPU, never started)
+
+
+def _num(row: dict[str, str], key: str, where: str, default: float | None = None) -> float | None:
+    text = (row.get(key) or "").strip()
+    if not text:
+        return default
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError(f"{where}: {key}: not a number: {text!r}") from None
+    if not math.isfinite(v) or v < 0:
+        raise ValueError(f"{where}: {key}: must be a number >= 0, got {text!r}")
+    return v
+
+
+def read_csv(path: str | Path, default_team: str = "default") -> Trace:
+    """batchd's trace CSV (the module's doc)."""
+    jobs: list[TraceJob] = []
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        missing = {"submit_s", "duration_s", "gpus"} - set(reader.fieldnames or [])
+        if missing:
+            raise ValueError(f"{path}: the header lacks {', '.join(sorted(missing))}")
+        for i, row in enumerate(reader, start=2):
+            where = f"{path}:{i}"
+            submit = _num(row, "submit_s", where)
+            duration = _num(row, "duration_s", where)
+            gpus = _num(row, "gpus", where)
+            if submit is None or duration is None or gpus is None:
+                raise ValueError(f"{where}: submit_s, duration_s and gpus are required")
+            team = (row.get("team") or "").strip() or default_team
+            jobs.append(TraceJob(
+                id=len(jobs) + 1, submit_s=submit, duration_s=duration, gpus=int(math.ceil(gpus)), team=team,
+                user=(row.get("user") or "").strip() or f"{team}-user", qos=(row.get("qos") or "").strip() or None,
+                time_limit_s=_num(row, "time_limit_s", where), checkpoint_s=_num(row, "checkpoint_s", where, 0.0) or 0.0,
+                name=(row.get("id") or "").strip()))
+    jobs.sort(key=lambda j: (j.submit_s, j.id))
+    return Trace(renumber(jobs), str(path), "the trace's team column")
+
+
+def _weights(spec: str) -> list[tuple[str, float]]:
+    out = []
+    for part in spec.split(","):
+        name, sep, w = part.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"teams: {part!r}: expected NAME=WEIGHT")
+        try:
+            out.append((name.strip(), float(w)))
+        except ValueError:
+            raise ValueError(f"teams: {part!r}: the weight is not a number") from None
+    if not out or sum(w for _n, w in out) <= 0:
+        raise ValueError("teams: no weights")
+    return out
+
+
+def _hash01(text: str, seed: int) -> float:
+    h = hashlib.sha256(f"{seed}:{text}".encode()).digest()
+    return int.from_bytes(h[:8], "big") / 2 ** 64
+
+
+def read_alibaba(path: str | Path, teams: str, seed: int = 1, max_duration_s: float | None = None) -> Trace:
+    """The Alibaba v2023 job file, teams assigned by `teams` ("qos:LS=a,BE=b,*=c" or
+    "hash:a=6,b=6,c=4")."""
+    kind, _, spec = teams.partition(":")
+    if kind not in ("qos", "hash") or not spec:
+        raise ValueError("teams: \"qos:CLASS=TEAM,...\" or \"hash:TEAM=WEIGHT,...\"")
+    by_qos: dict[str, str] = {}
+    weights: list[tuple[str, float]] = []
+    if kind == "qos":
+        for part in spec.split(","):
+            cls, sep, team = part.partition("=")
+            if not sep or not team.strip():
+                raise ValueError(f"teams: {part!r}: expected CLASS=TEAM")
+            by_qos[cls.strip()] = team.strip()
+    else:
+        weights = _weights(spec)
+    total = sum(w for _n, w in weights)
+    jobs: list[TraceJob] = []
+    skipped = 0
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            gpus = int(row.get("gpus") or 0)
+            if gpus <= 0 or not (row.get("start_time_s") or "").strip() or not (row.get("duration_s") or "").strip():
+                skipped += 1
+                continue
+            duration = float(row["duration_s"])
+            if max_duration_s is not None and duration > max_duration_s:
+                skipped += 1
+                continue
+            name = row["job_id"]
+            if kind == "qos":
+                team = by_qos.get(row.get("qos") or "", by_qos.get("*", ""))
+                if not team:
+                    skipped += 1
+                    continue
+            else:
+                x = _hash01(name, seed) * total
+                team = weights[-1][0]
+                for n, w in weights:
+                    if x < w:
+                        team = n
+                        break
+                    x -= w
+            user = f"{team}-u{int(_hash01('user:' + name, seed) * 4)}"
+            jobs.append(TraceJob(id=0, submit_s=float(row["submit_time_s"]), duration_s=duration, gpus=gpus,
+                                 team=team, user=user, name=name))
+    jobs.sort(key=lambda j: (j.submit_s, j.name))
+    rule = f"teams by {'QoS class' if kind == 'qos' else f'a hash of the pod name (seed {seed}) weighted'} {spec}"
+    return Trace(renumber(jobs), str(path), rule, skipped)
+
+
+def renumber(jobs: list[TraceJob]) -> list[TraceJob]:
+    return [replace(j, id=i + 1) for i, j in enumerate(jobs)]
+
+
+def transform(trace: Trace, scale: float = 1.0, load: float = 1.0, seed: int = 1, start_at_zero: bool = True) -> Trace:
+    """Times divided by `scale`; arrivals thinned (load < 1, a seeded draw) or repeated
+    (load > 1: each job whole times, then the fraction by a draw; a copy arrives half
+    way to the next arrival)."""
+    if scale <= 0 or load <= 0:
+        raise ValueError("scale and load must be > 0")
+    jobs = sorted(trace.jobs, key=lambda j: (j.submit_s, j.id))
+    t0 = jobs[0].submit_s if jobs and start_at_zero else 0.0
+    out: list[TraceJob] = []
+    for i, j in enumerate(jobs):
+        gap = (jobs[i + 1].submit_s - j.submit_s) if i + 1 < len(jobs) else 0.0
+        copies = int(load) + (1 if _hash01(f"load:{j.id}", seed) < load - int(load) else 0)
+        for c in range(copies):
+            shift = gap * c / max(copies, 1)
+            out.append(replace(j, submit_s=(j.submit_s - t0 + shift) / scale, duration_s=j.duration_s / scale,
+                               time_limit_s=None if j.time_limit_s is None else j.time_limit_s / scale,
+                               checkpoint_s=j.checkpoint_s / scale))
+    out.sort(key=lambda j: (j.submit_s, j.id))
+    return Trace(renumber(out), trace.source, trace.rule, trace.skipped)

@@ -1,0 +1,106 @@
+"""`batchd simulate`: replay a job trace through the scheduler in virtual time (batchd.sim).
+
+    batchd simulate --config CLUSTER.toml --accounts ACCOUNTS.toml --trace FILE
+                    [--format batchd|alibaba] [--teams RULE] [--scale F] [--load X]
+                    [--until SECONDS] [--checkpoint SECONDS] [--price PER_GPU_HOUR] [--json]
+
+See docs/simulate.md for the trace formats, the team rules and the measures.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import click
+
+
+def _s(v: float | None) -> str:
+    if v is None:
+        return "-"
+    if v < 120:
+        return f"{v:.0f}s"
+    if v < 7200:
+        return f"{v / 60:.1f}m"
+    return f"{v / 3600:.1f}h"
+
+
+def render(m: dict[str, Any], header: list[str]) -> str:
+    rows = [["TEAM", "JOBS", "WAIT p50", "p90", "p99", "JCT p50", "GPU-h", "BORROWED", "LENT", "PREEMPT",
+             "LOST GPU-h", "RECLAIM p50", "QUOTA SERVED"]]
+    for t, r in m["teams"].items():
+        rows.append([t, str(r["jobs"]), _s(r["wait_s"]["median"]), _s(r["wait_s"]["p90"]), _s(r["wait_s"]["p99"]),
+                     _s(r["completion_s"]["median"]), f"{r['gpu_hours']:.1f}", f"{r['borrowed_gpu_hours']:.1f}",
+                     f"{r['lent_gpu_hours']:.1f}", str(r["preemptions"]), f"{r['lost_gpu_hours']:.1f}",
+                     _s(r["reclaim_latency_s"]["median"]),
+                     "-" if r["quota_served"] is None else f"{100 * r['quota_served']:.1f}%"])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [*header, ""]
+    lines += ["  ".join(c.rjust(widths[i]) if i else c.ljust(widths[i]) for i, c in enumerate(r)) for r in rows]
+    c = m["cluster"]
+    util = "-" if c["utilisation"] is None else f"{100 * c['utilisation']:.1f}%"
+    lines += ["", f"cluster: {c['jobs']} jobs on {c['gpus']:g} GPUs over {_s(c['span_s'])}; utilisation "
+              f"{util}; wait p50 "
+              f"{_s(c['wait_s']['median'])} p90 {_s(c['wait_s']['p90'])}; {c['preemptions']} preemptions, "
+              f"{c['lost_gpu_hours']:.1f} GPU-h lost; Jain's index {c['jain_index']}; {c['cycles']} cycles"]
+    return "\n".join(lines) + "\n"
+
+
+@click.command(help="Replay a job trace through the scheduler in virtual time and measure waits, GPU-hours, "
+                    "borrowing, reclaim and fairness per team (docs/simulate.md).")
+@click.option("--config", "config_path", required=True, help="The cluster's batchd.toml (nodes, QOS, scheduler).")
+@click.option("--accounts", "accounts_path", help="The accounts file (`batchd apply`'s) to try.")
+@click.option("--trace", "trace_path", required=True, help="The trace file.")
+@click.option("--format", "fmt", type=click.Choice(["batchd", "alibaba"]), default="batchd", show_default=True,
+              help="batchd's CSV, or the Alibaba v2023 job file.")
+@click.option("--teams", default=None, help='Alibaba: "qos:LS=serving,BE=training,*=notebooks" or '
+              '"hash:serving=6,training=6,notebooks=4".')
+@click.option("--seed", type=int, default=1, show_default=True, help="Seed of the hash team rule and of --load.")
+@click.option("--max-duration", type=float, default=None, help="Leave out jobs longer than this (seconds, as traced).")
+@click.option("--scale", type=float, default=1.0, show_default=True, help="Divide every time by this.")
+@click.option("--load", type=float, default=1.0, show_default=True, help="Thin (< 1) or repeat (> 1) arrivals.")
+@click.option("--until", type=float, default=None, help="Stop at this virtual second (after scaling).")
+@click.option("--checkpoint", type=float, default=0.0, show_default=True,
+              help="Seconds between checkpoints of jobs whose trace names none (0: a preempted job starts over).")
+@click.option("--price", type=float, default=None, help="Price of one GPU-hour, for each team's bill.")
+@click.option("--json", "as_json", is_flag=True, help="Print the measures as JSON.")
+def command(config_path: str, accounts_path: str | None, trace_path: str, fmt: str, teams: str | None, seed: int,
+            max_duration: float | None, scale: float, load: float, until: float | None, checkpoint: float,
+            price: float | None, as_json: bool) -> None:
+    from batchd.sim import trace as tr
+    from batchd.sim.engine import from_files
+    from batchd.sim.measures import measure
+
+    try:
+        if fmt == "alibaba":
+            if not teams:
+                raise ValueError("--format alibaba needs --teams (the trace has no user or team)")
+            t = tr.read_alibaba(trace_path, teams, seed=seed, max_duration_s=max_duration)
+        else:
+            t = tr.read_csv(trace_path)
+        t = tr.transform(t, scale=scale, load=load, seed=seed)
+        if not t.jobs:
+            raise ValueError("the trace has no job to replay")
+        sim = from_files(config_path, accounts_path, t.jobs, checkpoint_s=checkpoint)
+    except (OSError, ValueError) as e:
+        click.echo(f"batchd simulate: error: {e}", err=True)
+        sys.exit(1)
+    except Exception as e:  # an accounts file or config batchd refuses: its own words
+        click.echo(f"batchd simulate: error: {getattr(e, 'message', e)}", err=True)
+        sys.exit(1)
+    t0 = time.perf_counter()
+    res = sim.run(t.jobs, until=until)
+    wall = time.perf_counter() - t0
+    m = measure(res, price)
+    m["settings"] = {"config": config_path, "accounts": accounts_path, "trace": trace_path, "format": fmt,
+                     "teams": t.rule, "skipped_rows": t.skipped, "scale": scale, "load": load, "seed": seed,
+                     "checkpoint_s": checkpoint, "until": until, "wall_s": round(wall, 3)}
+    if as_json:
+        click.echo(json.dumps(m, indent=1, sort_keys=True))
+        return
+    header = [f"trace {trace_path} ({fmt}; {t.rule}; {len(t.jobs)} jobs, {t.skipped} rows left out; "
+              f"scale {scale:g}, load {load:g}); cluster {config_path}; accounts {accounts_path or '(none)'}; "
+              f"checkpoint {checkpoint:g}s; simulated in {wall:.1f}s"]
+    click.echo(render(m, header), nl=False)

@@ -1,0 +1,129 @@
+"""batchd.sim on crafted traces whose every figure is computed by hand: the event loop's
+arithmetic (starts, ends, reclaim with its grace time, checkpoints, time limits, gangs)
+and each measure (waits, GPU-hours, utilisation, borrowed and lent, reclaim latency,
+quota served, Jain's index)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from batchd.sim.engine import from_files
+from batchd.sim.measures import measure, pct
+from batchd.sim.trace import TraceJob, read_alibaba, read_csv, transform
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures" / "sim"
+CLUSTER, ACCOUNTS = str(FIX / "cluster.toml"), str(FIX / "accounts.toml")
+BATCHD = str(Path(sys.executable).parent / "batchd")
+
+
+def job(i, submit, duration, gpus, team, user, **kw):
+    return TraceJob(id=i, submit_s=submit, duration_s=duration, gpus=gpus, team=team, user=user, **kw)
+
+
+def run(trace, **kw):
+    sim = from_files(CLUSTER, ACCOUNTS, trace, **kw)
+    res = sim.run(trace)
+    return res, {j.t.id: j for j in res.jobs}, measure(res)
+
+
+def test_no_contention():
+    res, jobs, m = run([job(1, 0, 100, 1, "A", "alice"), job(2, 0, 50, 2, "B", "bob")])
+    assert [(j.first_start, j.end, j.state) for j in jobs.values()] == [(0, 100, "COMPLETED"), (0, 50, "COMPLETED")]
+    assert m["teams"]["A"]["gpu_hours"] == round(100 / 3600, 3) and m["teams"]["B"]["gpu_hours"] == round(100 / 3600, 3)
+    assert m["cluster"]["utilisation"] == 0.5  # (1*100 + 2*50) / (4 GPUs * 100 s)
+    assert m["teams"]["A"]["borrowed_gpu_hours"] == 0 and m["cluster"]["preemptions"] == 0
+    assert m["teams"]["A"]["wait_s"]["median"] == 0 and m["teams"]["B"]["completion_s"]["median"] == 50
+
+
+def test_reclaim_with_grace_and_a_checkpoint_that_was_not_reached():
+    res, jobs, m = run([job(1, 0, 1000, 4, "A", "alice", checkpoint_s=100), job(2, 50, 100, 2, "B", "bob")])
+    a, b = jobs[1], jobs[2]
+    # at 50 B's job is within B's quota and finds no card: A's job is reclaimed, ends 10 s
+    # later (grace), B's starts on its cards; A's starts again when B's ends, from the start
+    assert b.first_start == 60 and b.end == 160
+    assert a.runs == [(0, 60, 4.0), (160, 1160, 4.0)] and a.end == 1160 and a.preemptions == 1
+    assert a.lost_gpu_s == 60 * 4  # 60 s worked, the first checkpoint at 100 s
+    ta, tb = m["teams"]["A"], m["teams"]["B"]
+    assert ta["borrowed_gpu_hours"] == round((60 * 2 + 1000 * 2) / 3600, 3)
+    assert tb["lent_gpu_hours"] == round((60 * 2 + 1000 * 2) / 3600, 3)
+    assert tb["reclaim_latency_s"] == {"jobs": 1, "median": 10, "p90": 10}
+    assert tb["quota_served"] == round(100 / 110, 4)
+    assert ta["quota_served"] == round((60 + 1000) / 1160, 4)
+    assert ta["lost_gpu_hours"] == round(240 / 3600, 3) and ta["preemptions"] == 1
+    # Jain's index over GPU-hours per quota GPU: A 4240 GPU-s / 2, B 200 / 2
+    xa, xb = 4240 / 3600 / 2, 200 / 3600 / 2
+    assert m["cluster"]["jain_index"] == round((xa + xb) ** 2 / (2 * (xa * xa + xb * xb)), 4)
+
+
+def test_a_checkpoint_keeps_the_work_up_to_it():
+    res, jobs, m = run([job(1, 0, 1000, 4, "A", "alice", checkpoint_s=25), job(2, 50, 100, 2, "B", "bob")])
+    a = jobs[1]
+    assert a.lost_gpu_s == (60 - 50) * 4  # checkpoints at 25 and 50: 50 s kept
+    assert a.runs == [(0, 60, 4.0), (160, 1110, 4.0)]  # 950 s left to run
+    # the run's option stands in for a job without its own interval; the job's own wins
+    res, jobs, m = run([job(1, 0, 1000, 4, "A", "alice"), job(2, 50, 100, 2, "B", "bob")], checkpoint_s=20)
+    assert jobs[1].lost_gpu_s == 0 and jobs[1].runs[1] == (160, 1100, 4.0)
+
+
+def test_time_limit_and_gang():
+    res, jobs, m = run([job(1, 0, 100, 1, "A", "alice", time_limit_s=30), job(2, 0, 10, 3, "A", "alice")])
+    assert (jobs[1].state, jobs[1].end) == ("TIMEOUT", 30)
+    assert jobs[2].state == "COMPLETED" and jobs[2].first_start == 0
+    assert set(jobs[2].runs[0][2:]) == {3.0} and len(next(iter([jobs[2]])).alloc) == 2  # 3 GPUs: 2 nodes
+    assert m["teams"]["A"]["timeouts"] == 1
+
+
+def test_percentiles_are_nearest_rank():
+    assert pct([], 50) is None
+    assert pct([5, 1, 3], 50) == 3 and pct([1, 2, 3, 4], 50) == 2 and pct(list(range(1, 101)), 99) == 99
+
+
+def test_traces(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text("submit_s,duration_s,gpus,team,user,checkpoint_s\n10,5,1.5,A,alice,\n0,7,1,,,60\n")
+    t = read_csv(p)
+    assert [(j.id, j.submit_s, j.gpus, j.team, j.checkpoint_s) for j in t.jobs] == [
+        (1, 0, 1, "default", 60), (2, 10, 2, "A", 0)]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("submit_s,duration_s\n1,2\n")
+    with pytest.raises(ValueError, match="lacks gpus"):
+        read_csv(bad)
+    bad.write_text("submit_s,duration_s,gpus\n1,-2,1\n")
+    with pytest.raises(ValueError, match="duration_s: must be a number >= 0"):
+        read_csv(bad)
+    s = transform(t, scale=10)
+    assert [(j.submit_s, j.duration_s, j.checkpoint_s) for j in s.jobs] == [(0, 0.7, 6), (1, 0.5, 0)]
+    assert len(transform(t, load=2).jobs) == 4 and len(transform(t, load=3).jobs) == 6
+    alibaba = tmp_path / "a.csv"
+    alibaba.write_text(
+        "job_id,submit_time_s,duration_s,gpus,gpu_milli,gpu_type,gpu_type_aug33,user,team,qos,cpu_milli,memory_mib,"
+        "start_time_s,end_time_s,queue_delay_s,final_phase\n"
+        "p0,0,100,1,1000,,,,,LS,1,1,0,100,0,Succeeded\n"
+        "p1,5,50,2,1000,,,,,BE,1,1,6,56,1,Succeeded\n"
+        "p2,6,,1,500,,,,,BE,1,1,,,,Pending\n"
+        "p3,7,10,0,0,,,,,BE,1,1,7,17,0,Succeeded\n")
+    a = read_alibaba(alibaba, "qos:LS=serving,*=training")
+    assert [(j.name, j.team, j.gpus) for j in a.jobs] == [("p0", "serving", 1), ("p1", "training", 2)]
+    assert a.skipped == 2 and "QoS" in a.rule
+    h = read_alibaba(alibaba, "hash:x=1,y=1", seed=3)
+    assert {j.team for j in h.jobs} <= {"x", "y"} and h.jobs == read_alibaba(alibaba, "hash:x=1,y=1", seed=3).jobs
+
+
+def test_the_command(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text("submit_s,duration_s,gpus,team,user\n0,1000,4,A,alice\n50,100,2,B,bob\n")
+    out = subprocess.run([BATCHD, "simulate", "--config", CLUSTER, "--accounts",
+                          ACCOUNTS, "--trace", str(p), "--json"], capture_output=True, text=True, check=True).stdout
+    m = json.loads(out)
+    assert m["teams"]["B"]["reclaim_latency_s"]["median"] == 10 and m["cluster"]["preemptions"] == 1
+    text = subprocess.run([BATCHD, "simulate", "--config", CLUSTER, "--accounts",
+                           ACCOUNTS, "--trace", str(p)], capture_output=True, text=True, check=True).stdout
+    assert "RECLAIM p50" in text and "\nB " in text
+    bad = subprocess.run([BATCHD, "simulate", "--config", CLUSTER, "--trace",
+                          str(p), "--format", "alibaba"], capture_output=True, text=True)
+    assert bad.returncode == 1 and bad.stderr.startswith("batchd simulate: error: --format alibaba needs --teams")
