@@ -2,7 +2,8 @@
 
     batchd simulate --config CLUSTER.toml --accounts ACCOUNTS.toml --trace FILE
                     [--format batchd|alibaba] [--teams RULE] [--scale F] [--load X]
-                    [--until SECONDS] [--checkpoint SECONDS] [--price PER_GPU_HOUR] [--json]
+                    [--until SECONDS] [--checkpoint SECONDS] [--price PER_GPU_HOUR]
+                    [--policy batchd|static|fifo|kueue | --compare] [--json]
 
 See docs/simulate.md for the trace formats, the team rules and the measures.
 """
@@ -65,13 +66,19 @@ def render(m: dict[str, Any], header: list[str]) -> str:
 @click.option("--checkpoint", type=float, default=0.0, show_default=True,
               help="Seconds between checkpoints of jobs whose trace names none (0: a preempted job starts over).")
 @click.option("--price", type=float, default=None, help="Price of one GPU-hour, for each team's bill.")
+@click.option("--policy", "policy_name", type=click.Choice(["batchd", "static", "fifo", "kueue"]), default="batchd",
+              show_default=True, help="The queue design to run (docs/simulate.md, \"Policies\").")
+@click.option("--compare", is_flag=True, help="Run every policy on the same trace and cluster, side by side.")
+@click.option("--lending", type=float, default=0.5, show_default=True,
+              help="kueue: the share of a team's quota it may lend where the accounts file sets no lending_limit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the measures as JSON.")
 def command(config_path: str, accounts_path: str | None, trace_path: str, fmt: str, teams: str | None, seed: int,
             max_duration: float | None, scale: float, load: float, until: float | None, checkpoint: float,
-            price: float | None, as_json: bool) -> None:
+            price: float | None, policy_name: str, compare: bool, lending: float, as_json: bool) -> None:
     from batchd.sim import trace as tr
     from batchd.sim.engine import from_files
     from batchd.sim.measures import measure
+    from batchd.sim.policies import POLICIES, describe
 
     try:
         if fmt == "alibaba":
@@ -83,24 +90,52 @@ def command(config_path: str, accounts_path: str | None, trace_path: str, fmt: s
         t = tr.transform(t, scale=scale, load=load, seed=seed)
         if not t.jobs:
             raise ValueError("the trace has no job to replay")
-        sim = from_files(config_path, accounts_path, t.jobs, checkpoint_s=checkpoint)
+        names = list(POLICIES) if compare else [policy_name]
+        sims = {n: from_files(config_path, accounts_path, t.jobs, checkpoint_s=checkpoint, design=n,
+                              lending_fraction=lending) for n in names}
     except (OSError, ValueError) as e:
         click.echo(f"batchd simulate: error: {e}", err=True)
         sys.exit(1)
     except Exception as e:  # an accounts file or config batchd refuses: its own words
         click.echo(f"batchd simulate: error: {getattr(e, 'message', e)}", err=True)
         sys.exit(1)
-    t0 = time.perf_counter()
-    res = sim.run(t.jobs, until=until)
-    wall = time.perf_counter() - t0
-    m = measure(res, price)
-    m["settings"] = {"config": config_path, "accounts": accounts_path, "trace": trace_path, "format": fmt,
-                     "teams": t.rule, "skipped_rows": t.skipped, "scale": scale, "load": load, "seed": seed,
-                     "checkpoint_s": checkpoint, "until": until, "wall_s": round(wall, 3)}
+    results: dict[str, Any] = {}
+    for n, sim in sims.items():
+        t0 = time.perf_counter()
+        res = sim.run(t.jobs, until=until)
+        wall = time.perf_counter() - t0
+        m = measure(res, price)
+        m["policy"] = {"name": n, "settings": describe(n, lending)}
+        m["settings"] = {"config": config_path, "accounts": accounts_path, "trace": trace_path, "format": fmt,
+                         "teams": t.rule, "skipped_rows": t.skipped, "scale": scale, "load": load, "seed": seed,
+                         "checkpoint_s": checkpoint, "until": until, "wall_s": round(wall, 3)}
+        results[n] = m
     if as_json:
-        click.echo(json.dumps(m, indent=1, sort_keys=True))
+        click.echo(json.dumps(results if compare else results[policy_name], indent=1, sort_keys=True))
         return
-    header = [f"trace {trace_path} ({fmt}; {t.rule}; {len(t.jobs)} jobs, {t.skipped} rows left out; "
-              f"scale {scale:g}, load {load:g}); cluster {config_path}; accounts {accounts_path or '(none)'}; "
-              f"checkpoint {checkpoint:g}s; simulated in {wall:.1f}s"]
-    click.echo(render(m, header), nl=False)
+    head = (f"trace {trace_path} ({fmt}; {t.rule}; {len(t.jobs)} jobs, {t.skipped} rows left out; "
+            f"scale {scale:g}, load {load:g}); cluster {config_path}; accounts {accounts_path or '(none)'}; "
+            f"checkpoint {checkpoint:g}s")
+    out = [head, ""]
+    for n, m in results.items():
+        out.append(render(m, [f"policy {n}: {m['policy']['settings']} (simulated in {m['settings']['wall_s']:.1f}s)"]))
+    if compare:
+        out.append(summary(results))
+    click.echo("\n".join(out), nl=False)
+
+
+def summary(results: dict[str, Any]) -> str:
+    """One line per policy and team: the figures to compare designs by."""
+    rows = [["POLICY", "TEAM", "WAIT p50", "p90", "GPU-h", "PREEMPT", "LOST GPU-h", "RECLAIM p50", "QUOTA SERVED",
+             "UTIL", "JAIN"]]
+    for n, m in results.items():
+        c = m["cluster"]
+        for t, r in m["teams"].items():
+            rows.append([n, t, _s(r["wait_s"]["median"]), _s(r["wait_s"]["p90"]), f"{r['gpu_hours']:.1f}",
+                         str(r["preemptions"]), f"{r['lost_gpu_hours']:.1f}", _s(r["reclaim_latency_s"]["median"]),
+                         "-" if r["quota_served"] is None else f"{100 * r['quota_served']:.1f}%",
+                         "-" if c["utilisation"] is None else f"{100 * c['utilisation']:.1f}%",
+                         "-" if c["jain_index"] is None else f"{c['jain_index']:.3f}"])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "side by side\n" + "\n".join("  ".join(c.rjust(widths[i]) if i > 1 else c.ljust(widths[i])
+                                                  for i, c in enumerate(r)) for r in rows) + "\n"

@@ -50,7 +50,8 @@ END, GRACE_END, SUBMIT = 0, 1, 2  # the order of events at one instant
 @dataclass
 class SimJob:
     t: TraceJob
-    account: str
+    account: str                  # the account it is scheduled in
+    team: str = ""                # the design's account it belongs to (what the measures group by)
     state: str = "PENDING"        # PENDING, RUNNING, COMPLETED, TIMEOUT
     saved_s: float = 0.0          # work kept (checkpoints) from earlier runs
     start: float | None = None    # the current run's start
@@ -81,7 +82,7 @@ class Sample:
 class Result:
     jobs: list[SimJob]
     samples: list[Sample]
-    accounts: list[dict[str, Any]]
+    accounts: list[dict[str, Any]]  # the design's accounts (their quotas are what the measures compare with)
     capacity_gpus: float
     end_s: float
     cycles: int
@@ -91,9 +92,15 @@ class Result:
 
 class Simulation:
     def __init__(self, cfg: Any, accounts: list[dict[str, Any]], users: list[dict[str, Any]],
-                 policy: dict[str, Any] | None = None, checkpoint_s: float = 0.0):
+                 policy: dict[str, Any] | None = None, checkpoint_s: float = 0.0,
+                 design: list[dict[str, Any]] | None = None, account_of: dict[str, str] | None = None):
+        """`accounts`/`users`/`policy` are what the scheduler is given; `design` the
+        accounts the measures compare with (default `accounts`); `account_of` maps a team
+        to the account its jobs are scheduled in (default: the team's own)."""
         self.cfg = cfg
         self.accounts = accounts
+        self.design = design if design is not None else accounts
+        self.account_of = account_of or {}
         self.users = users
         self.checkpoint_s = checkpoint_s
         self.policy = {**cfg.scheduler, **cfg.priority, "tres_billing_weights": cfg.tres_billing_weights,
@@ -182,11 +189,11 @@ class Simulation:
 
     # ------------------------------------------------------------------ the loop
     def run(self, trace: list[TraceJob], until: float | None = None) -> Result:
-        known = {a["name"] for a in self.accounts}
+        known = {a["name"] for a in self.design}
         jobs: dict[int, SimJob] = {}
         for t in trace:
-            account = t.team if t.team in known else (self.default_account or "default")
-            jobs[t.id] = SimJob(t, account)
+            team = t.team if t.team in known else (self.default_account or "default")
+            jobs[t.id] = SimJob(t, self.account_of.get(team, team), team)
         events: list[tuple[float, int, int, int, int]] = []  # (time, kind, order, job, run_seq)
         order = 0
         for t in trace:
@@ -243,7 +250,7 @@ class Simulation:
         end = now
         for j in list(running.values()):  # cut at --until: the runs so far count
             self._close_run(j, end, [])
-        return Result(list(jobs.values()), samples, self.accounts, self.capacity, end, cycles, preemptions,
+        return Result(list(jobs.values()), samples, self.design, self.capacity, end, cycles, preemptions,
                       {"policy": self.policy, "checkpoint_s": self.checkpoint_s})
 
     def _usage_factor(self, j: SimJob) -> float:
@@ -304,10 +311,10 @@ class Simulation:
     def _sample(self, now: float, pending: dict[int, SimJob], running: dict[int, SimJob]) -> Sample:
         alloc: dict[str, float] = {}
         for j in running.values():
-            alloc[j.account] = alloc.get(j.account, 0.0) + j.gpu_share
+            alloc[j.team] = alloc.get(j.team, 0.0) + j.gpu_share
         demand = dict(alloc)
         for j in pending.values():
-            demand[j.account] = demand.get(j.account, 0.0) + j.t.gpus
+            demand[j.team] = demand.get(j.team, 0.0) + j.t.gpus
         return Sample(now, alloc, demand)
 
 
@@ -316,23 +323,25 @@ def _start(j: SimJob, now: float) -> float:
 
 
 def from_files(config_path: str, accounts_path: str | None, trace: list[TraceJob],
-               policy: dict[str, Any] | None = None, checkpoint_s: float = 0.0) -> Simulation:
+               policy: dict[str, Any] | None = None, checkpoint_s: float = 0.0, design: str = "batchd",
+               lending_fraction: float = 0.5) -> Simulation:
     """A Simulation of the cluster of `config_path` (its nodes, partitions, QOS, scheduler,
     priority and billing settings) with the accounts of `accounts_path` (`batchd apply`'s
-    file). Each (team, user) of the trace is a user association of the team's account; a
-    team that is no account runs in `default`."""
+    file) under the policy `design` (batchd.sim.policies). Each (team, user) of the trace
+    is a user association of the team's account; a team that is no account runs in
+    `default`."""
     import tomllib
 
     from batchd.config import load_config
+    from batchd.model import Node
     from batchd.server.accounts import cluster_gpu_types, config_names, parse_accounts
+    from batchd.sim.policies import apply_policy
 
     cfg = load_config(config_path, dev=True)
     doc: dict[str, Any] = {}
     if accounts_path:
         with open(accounts_path, "rb") as f:
             doc = tomllib.load(f)
-    from batchd.model import Node
-
     nodes = [Node(name=n.name, state="IDLE", cpus=n.cpus, memory_mb=n.memory_mb,
                   gpus=n.gpus if isinstance(n.gpus, list) else [], heartbeat=0.0) for n in cfg.nodes]
     parsed = parse_accounts(doc, cluster_gpu_types(nodes), config_names(cfg))
@@ -350,4 +359,8 @@ def from_files(config_path: str, accounts_path: str | None, trace: list[TraceJob
         if (account, t.user) not in have:
             users.append({"name": t.user, "account": account, "shares": 1})
             have.add((account, t.user))
-    return Simulation(cfg, accounts, users, policy, checkpoint_s)
+    base = {**cfg.scheduler, **cfg.priority, **(policy or {})}
+    sched_accounts, sched_users, sched_policy, account_of = apply_policy(design, accounts, users, base,
+                                                                         lending_fraction)
+    return Simulation(cfg, sched_accounts, sched_users, sched_policy, checkpoint_s, design=accounts,
+                      account_of=account_of)

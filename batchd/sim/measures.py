@@ -49,7 +49,7 @@ def _quota(accounts: list[dict[str, Any]]) -> dict[str, float]:
 
 def measure(res: Result, price_per_gpu_hour: float | None = None) -> dict[str, Any]:
     quota = _quota(res.accounts)
-    teams = sorted({j.account for j in res.jobs} | set(quota))
+    teams = sorted({j.team for j in res.jobs} | set(quota))
     out: dict[str, Any] = {"teams": {}, "cluster": {}}
     borrowed = dict.fromkeys(teams, 0.0)
     lent = dict.fromkeys(teams, 0.0)
@@ -84,14 +84,14 @@ def measure(res: Result, price_per_gpu_hour: float | None = None) -> dict[str, A
     for j in sorted(res.jobs, key=lambda j: j.t.submit_s):
         while idx + 1 < len(by_time) and by_time[idx + 1].t < j.t.submit_s:
             idx += 1
-        if j.first_start is None or j.account not in quota or not by_time:
+        if j.first_start is None or j.team not in quota or not by_time:
             continue
         before = by_time[idx].alloc if by_time[idx].t < j.t.submit_s else {}
-        if before.get(j.account, 0.0) + j.t.gpus <= quota[j.account] + 1e-9 and j.first_start > j.t.submit_s:
-            reclaim[j.account].append(j.first_start - j.t.submit_s)
+        if before.get(j.team, 0.0) + j.t.gpus <= quota[j.team] + 1e-9 and j.first_start > j.t.submit_s:
+            reclaim[j.team].append(j.first_start - j.t.submit_s)
     shares = []
     for t in teams:
-        mine = [j for j in res.jobs if j.account == t]
+        mine = [j for j in res.jobs if j.team == t]
         waits = [j.first_start - j.t.submit_s for j in mine if j.first_start is not None]
         jct = [j.end - j.t.submit_s for j in mine if j.end is not None]
         gpu_h = sum(j.gpu_s for j in mine) / 3600.0

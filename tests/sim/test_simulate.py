@@ -127,3 +127,32 @@ def test_the_command(tmp_path):
     bad = subprocess.run([BATCHD, "simulate", "--config", CLUSTER, "--trace",
                           str(p), "--format", "alibaba"], capture_output=True, text=True)
     assert bad.returncode == 1 and bad.stderr.startswith("batchd simulate: error: --format alibaba needs --teams")
+
+
+def test_policies_side_by_side():
+    trace = [job(1, 0, 1000, 4, "A", "alice"), job(2, 50, 100, 2, "B", "bob")]
+    by = {}
+    for name in ("batchd", "static", "fifo", "kueue"):
+        sim = from_files(CLUSTER, ACCOUNTS, trace, design=name)
+        res = sim.run(trace)
+        by[name] = ({j.t.id: j for j in res.jobs}, measure(res))
+    # static: A never exceeds its quota of 2, so its 4-GPU job never starts; B is never kept waiting
+    jobs, m = by["static"]
+    assert jobs[1].first_start is None and jobs[2].first_start == 50 and m["cluster"]["preemptions"] == 0
+    assert m["teams"]["A"]["borrowed_gpu_hours"] == 0
+    # fifo: no reclaim: B waits for A's job to end
+    jobs, m = by["fifo"]
+    assert jobs[2].first_start == 1000 and m["cluster"]["preemptions"] == 0
+    assert m["teams"]["B"]["reclaim_latency_s"]["median"] == 950  # the measures keep the file's quotas
+    # kueue: B may lend at most half its quota (1 GPU), so A's 4-GPU job cannot borrow B's 2
+    jobs, m = by["kueue"]
+    assert jobs[1].first_start is None or jobs[1].first_start >= 150
+    assert by["batchd"][0][2].first_start == 60  # reclaimed, as in the case above
+    from batchd.sim.policies import apply_policy
+    accts = [{"name": "root", "parent": None, "resources": {}},
+             {"name": "T", "parent": "root", "resources": {"gres/gpu": {"quota": 4, "limit": -1,
+                                                                          "over_quota_weight": 3}}}]
+    k, _u, _p, _m = apply_policy("kueue", accts, [], {}, 0.25)
+    assert k[1]["resources"]["gres/gpu"] == {"quota": 4, "limit": -1, "over_quota_weight": 1, "lending_limit": 1.0}
+    with pytest.raises(ValueError, match="unknown policy"):
+        apply_policy("nope", accts, [], {})
