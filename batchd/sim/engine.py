@@ -278,6 +278,11 @@ class Simulation:
             if st.get("after"):
                 continue  # waits for its victims' devices: a later cycle starts it
             jid = int(st["job"])
+            if jid not in pending:
+                # a victim of this cycle's reclaim placed again elsewhere: the controller's
+                # start is conditional on PENDING, so it is not moved; it ends its grace time
+                # and is requeued like the others
+                continue
             j = pending.pop(jid)
             ch = Charge.from_json(st["charge"])
             j.state, j.start, j.alloc, j.charge = "RUNNING", now, st["allocation"], ch.record()
