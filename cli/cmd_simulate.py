@@ -72,14 +72,20 @@ def render(m: dict[str, Any], header: list[str]) -> str:
 @click.option("--lending", type=float, default=0.5, show_default=True,
               help="kueue: the share of a team's quota it may lend where the accounts file sets no lending_limit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the measures as JSON.")
+@click.option("--html", "as_html", is_flag=True, help="Write one self-contained HTML page with plots (needs -o).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="The file --html writes.")
 def command(config_path: str, accounts_path: str | None, trace_path: str, fmt: str, teams: str | None, seed: int,
             max_duration: float | None, scale: float, load: float, until: float | None, checkpoint: float,
-            price: float | None, policy_name: str, compare: bool, lending: float, as_json: bool) -> None:
+            price: float | None, policy_name: str, compare: bool, lending: float, as_json: bool, as_html: bool,
+            output: str | None) -> None:
     from batchd.sim import trace as tr
     from batchd.sim.engine import from_files
-    from batchd.sim.measures import measure
+    from batchd.sim.measures import measure, utilisation_series
     from batchd.sim.policies import POLICIES, describe
 
+    if as_html and not output:
+        click.echo("batchd simulate: error: --html needs -o FILE", err=True)
+        sys.exit(1)
     try:
         if fmt == "alibaba":
             if not teams:
@@ -100,6 +106,7 @@ def command(config_path: str, accounts_path: str | None, trace_path: str, fmt: s
         click.echo(f"batchd simulate: error: {getattr(e, 'message', e)}", err=True)
         sys.exit(1)
     results: dict[str, Any] = {}
+    extras: dict[str, Any] = {}
     for n, sim in sims.items():
         t0 = time.perf_counter()
         res = sim.run(t.jobs, until=until)
@@ -110,6 +117,22 @@ def command(config_path: str, accounts_path: str | None, trace_path: str, fmt: s
                          "teams": t.rule, "skipped_rows": t.skipped, "scale": scale, "load": load, "seed": seed,
                          "checkpoint_s": checkpoint, "until": until, "wall_s": round(wall, 3)}
         results[n] = m
+        if as_html:
+            waits: dict[str, list[float]] = {}
+            for j in res.jobs:
+                if j.first_start is not None:
+                    waits.setdefault(j.team, []).append(j.first_start - j.t.submit_s)
+            extras[n] = {"series": utilisation_series(res), "waits": waits, "capacity": res.capacity_gpus}
+    if as_html:
+        from batchd.sim.html import render_html
+
+        head = (f"trace {trace_path} ({fmt}; {t.rule}; {len(t.jobs)} jobs, {t.skipped} rows left out; scale "
+                f"{scale:g}, load {load:g}); cluster {config_path}; accounts {accounts_path or '(none)'}; "
+                f"checkpoint {checkpoint:g} s")
+        with open(output or "", "w") as f:
+            f.write(render_html(results, extras, head))
+        click.echo(f"batchd simulate: wrote {output}", err=True)
+        return
     if as_json:
         click.echo(json.dumps(results if compare else results[policy_name], indent=1, sort_keys=True))
         return

@@ -156,3 +156,36 @@ def test_policies_side_by_side():
     assert k[1]["resources"]["gres/gpu"] == {"quota": 4, "limit": -1, "over_quota_weight": 1, "lending_limit": 1.0}
     with pytest.raises(ValueError, match="unknown policy"):
         apply_policy("nope", accts, [], {})
+
+
+CHROMIUM = __import__("shutil").which("chromium") or "/usr/bin/chromium"
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="no chromium (apt-get install -y chromium)")
+def test_the_html_page_in_chromium(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text("submit_s,duration_s,gpus,team,user\n0,1000,4,A,alice\n50,100,2,B,bob\n100,300,1,B,bob\n")
+    page = tmp_path / "sim.html"
+    subprocess.run([BATCHD, "simulate", "--config", CLUSTER, "--accounts", ACCOUNTS, "--trace", str(p), "--compare",
+                    "--html", "-o", str(page)], check=True, capture_output=True)
+    js = json.loads(subprocess.run([BATCHD, "simulate", "--config", CLUSTER, "--accounts", ACCOUNTS, "--trace", str(p),
+                                    "--compare", "--json"], check=True, capture_output=True, text=True).stdout)
+    text = page.read_text()
+    assert "<script" not in text and "http://" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    base = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+            "--proxy-server=127.0.0.1:9", "--disable-background-networking"]  # nothing may load from the network
+    shot = tmp_path / "sim.png"
+    subprocess.run([*base, "--force-device-scale-factor=1", f"--screenshot={shot}", "--window-size=1100,3000",
+                    page.as_uri()], capture_output=True, timeout=120)
+    assert shot.exists() and shot.stat().st_size > 20_000
+    dom = subprocess.run([*base, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    import re
+    rows = re.findall(r"<tr><td>(\w+)</td><td>(\w+)</td><td>[^<]*</td><td>[^<]*</td><td>([0-9.]+)</td>"
+                      r"<td>(\d+)</td>", dom.split('id="compare"')[1].split("</table>")[0])
+    assert len(rows) == 4 * 2  # every policy, every team
+    for policy, team, gpu_h, preempt in rows:
+        r = js[policy]["teams"][team]
+        assert float(gpu_h) == pytest.approx(r["gpu_hours"], abs=0.05) and int(preempt) == r["preemptions"]
+    for policy in js:
+        assert f'id="policy-{policy}"' in dom
+    assert dom.count("<polygon") >= 4 and dom.count("<polyline") >= 4  # the charts of every policy
