@@ -65,6 +65,8 @@ def render(m: dict[str, Any], header: list[str]) -> str:
 @click.option("--until", type=float, default=None, help="Stop at this virtual second (after scaling).")
 @click.option("--checkpoint", type=float, default=0.0, show_default=True,
               help="Seconds between checkpoints of jobs whose trace names none (0: a preempted job starts over).")
+@click.option("--term-exit", type=float, default=None,
+              help="Seconds a preempted job takes to exit after SIGTERM (default: all of its grace time).")
 @click.option("--price", type=float, default=None, help="Price of one GPU-hour, for each team's bill.")
 @click.option("--policy", "policy_name", type=click.Choice(["batchd", "static", "fifo", "kueue"]), default="batchd",
               show_default=True, help="The queue design to run (docs/simulate.md, \"Policies\").")
@@ -76,7 +78,7 @@ def render(m: dict[str, Any], header: list[str]) -> str:
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="The file --html writes.")
 def command(config_path: str, accounts_path: str | None, trace_path: str, fmt: str, teams: str | None, seed: int,
             max_duration: float | None, scale: float, load: float, until: float | None, checkpoint: float,
-            price: float | None, policy_name: str, compare: bool, lending: float, as_json: bool, as_html: bool,
+            term_exit: float | None, price: float | None, policy_name: str, compare: bool, lending: float, as_json: bool, as_html: bool,
             output: str | None) -> None:
     from batchd.sim import trace as tr
     from batchd.sim.engine import from_files
@@ -98,7 +100,7 @@ def command(config_path: str, accounts_path: str | None, trace_path: str, fmt: s
             raise ValueError("the trace has no job to replay")
         names = list(POLICIES) if compare else [policy_name]
         sims = {n: from_files(config_path, accounts_path, t.jobs, checkpoint_s=checkpoint, design=n,
-                              lending_fraction=lending) for n in names}
+                              lending_fraction=lending, term_exit_s=term_exit) for n in names}
     except (OSError, ValueError) as e:
         click.echo(f"batchd simulate: error: {e}", err=True)
         sys.exit(1)

@@ -12,7 +12,9 @@ too; the periodic tick only reorders by age). A start the scheduler makes wait f
 victims (`after`) is taken by a later cycle, as the controller does.
 
 - **Preemption.** A preempted run goes on for the grace time (its QOS's, else
-  `[scheduler] grace_time_s`), then ends and its job is requeued. It keeps the work up to
+  `[scheduler] grace_time_s`; or less, `term_exit_s`, for jobs that exit at SIGTERM
+  sooner: a `sleep` exits at once), then ends and its job is requeued as the daemon requeues it:
+  submitted anew (its age restarts) and held for REQUEUE_HOLD_S (BeginTime). It keeps the work up to
   its last checkpoint (the job's `checkpoint_s`, else `checkpoint_s` of the run's
   options; 0 = none, the job starts again from the start). The rest is counted as lost
   GPU-seconds.
@@ -44,7 +46,10 @@ from batchd.sim.trace import TraceJob
 from batchd.slurm.gres import Charge, parse_node_gpus, whole_cards
 from batchd.slurm.tres import billing, parse_billing_weights
 
-END, GRACE_END, SUBMIT = 0, 1, 2  # the order of events at one instant
+END, GRACE_END, SUBMIT, BEGIN = 0, 1, 2, 3  # the order of events at one instant
+#: a requeued job may not start again for this long (batchd/node/runs.py's REQUEUE_HOLD_S,
+#: as slurmctld: reason BeginTime); tests/sim holds the two equal
+REQUEUE_HOLD_S = 120
 
 
 @dataclass
@@ -63,6 +68,8 @@ class SimJob:
     bill: float = 0.0
     run_seq: int = 0              # numbers the runs: an end event of an earlier run is stale
     preempting_for: int | None = None
+    submitted: float | None = None  # its submit time as the scheduler sees it (a requeue submits it anew)
+    eligible_at: float = 0.0      # not before (the hold-off after a requeue)
     preemptor: bool = False
     preemptions: int = 0
     lost_gpu_s: float = 0.0
@@ -93,7 +100,8 @@ class Result:
 class Simulation:
     def __init__(self, cfg: Any, accounts: list[dict[str, Any]], users: list[dict[str, Any]],
                  policy: dict[str, Any] | None = None, checkpoint_s: float = 0.0,
-                 design: list[dict[str, Any]] | None = None, account_of: dict[str, str] | None = None):
+                 design: list[dict[str, Any]] | None = None, account_of: dict[str, str] | None = None,
+                 term_exit_s: float | None = None):
         """`accounts`/`users`/`policy` are what the scheduler is given; `design` the
         accounts the measures compare with (default `accounts`); `account_of` maps a team
         to the account its jobs are scheduled in (default: the team's own)."""
@@ -103,6 +111,7 @@ class Simulation:
         self.account_of = account_of or {}
         self.users = users
         self.checkpoint_s = checkpoint_s
+        self.term_exit_s = term_exit_s  # how long a victim takes to exit after SIGTERM (None: all its grace time)
         self.policy = {**cfg.scheduler, **cfg.priority, "tres_billing_weights": cfg.tres_billing_weights,
                        **(policy or {})}
         self.weights = parse_billing_weights(cfg.tres_billing_weights)
@@ -132,6 +141,7 @@ class Simulation:
         self.default_account = next((a["account"] for a in users if a.get("is_default")), None)
         self.calc_period = float(cfg.priority.get("calc_period_s", 300))
         self._fs: dict[str, float] | None = None  # the fair-share factors of the current usage
+        self._now = 0.0
 
     # ------------------------------------------------------------------ snapshot
     def _request(self, j: SimJob) -> dict[str, Any]:
@@ -155,7 +165,8 @@ class Simulation:
         d: dict[str, Any] = {
             "id": j.t.id, "account": j.account, "user": j.t.user, "state": j.state,
             "priority": q.priority if q else 0, "preemptible": q.preemptible if q else True,
-            "submit_time": j.t.submit_s, "eligible_time": j.t.submit_s,
+            "submit_time": j.t.submit_s if j.submitted is None else j.submitted,
+            "eligible_time": max(j.t.submit_s if j.submitted is None else j.submitted, j.eligible_at),
             "time_limit_s": None if limit is None else int(math.ceil(limit)),
             "partition": self.partition, "partition_nodes": self.part_nodes,
             **self._request(j),
@@ -169,11 +180,16 @@ class Simulation:
                 d["charge"] = j.charge
             if j.preempting_for is not None:
                 d["preempting_for"] = j.preempting_for
-        elif j.preemptor:
-            d["preemptor"] = True
+        else:
+            if j.preemptor:
+                d["preemptor"] = True
+            if j.eligible_at > self._now:
+                d["eligible"] = False
+                d["reason"] = "BeginTime"
         return d
 
     def snapshot(self, now: float, active: list[SimJob], usage: dict[str, float]) -> dict[str, Any]:
+        self._now = now
         return {
             "version": 1, "now": now, "policy": self.policy, "cluster": self.cfg.cluster_name,
             "partitions": [{"name": p.name, "default": p.default, "priority_job_factor": p.priority_job_factor,
@@ -233,8 +249,12 @@ class Simulation:
                     self._close_run(j, now, ended_runs)
                     j.state = "PENDING"
                     j.preempting_for = None
+                    j.submitted = now
+                    j.eligible_at = now + REQUEUE_HOLD_S
                     del running[jid]
                     pending[jid] = j
+                    heapq.heappush(events, (j.eligible_at, BEGIN, order, jid, 0))
+                    order += 1
             # usage up to now every calc period (the controller's usage cycle), then one cycle
             if now - last_accrual >= self.calc_period:
                 charges = ended_runs + [UsageCharge(f"{j.account}/{j.t.user}", j.bill, j.start, None,
@@ -309,6 +329,8 @@ class Simulation:
                 who.preemptor = True
             q = self.qos.get(self.qos_of(v) or "")
             grace = float(q.grace_time_s) if q else self.grace
+            if self.term_exit_s is not None:
+                grace = min(grace, self.term_exit_s)
             heapq.heappush(events, (now + grace, GRACE_END, order, v.t.id, v.run_seq))
             order += 1
         return order
@@ -329,7 +351,7 @@ def _start(j: SimJob, now: float) -> float:
 
 def from_files(config_path: str, accounts_path: str | None, trace: list[TraceJob],
                policy: dict[str, Any] | None = None, checkpoint_s: float = 0.0, design: str = "batchd",
-               lending_fraction: float = 0.5) -> Simulation:
+               lending_fraction: float = 0.5, term_exit_s: float | None = None) -> Simulation:
     """A Simulation of the cluster of `config_path` (its nodes, partitions, QOS, scheduler,
     priority and billing settings) with the accounts of `accounts_path` (`batchd apply`'s
     file) under the policy `design` (batchd.sim.policies). Each (team, user) of the trace
@@ -368,4 +390,4 @@ def from_files(config_path: str, accounts_path: str | None, trace: list[TraceJob
     sched_accounts, sched_users, sched_policy, account_of = apply_policy(design, accounts, users, base,
                                                                          lending_fraction)
     return Simulation(cfg, sched_accounts, sched_users, sched_policy, checkpoint_s, design=accounts,
-                      account_of=account_of)
+                      account_of=account_of, term_exit_s=term_exit_s)

@@ -44,16 +44,17 @@ def test_reclaim_with_grace_and_a_checkpoint_that_was_not_reached():
     res, jobs, m = run([job(1, 0, 1000, 4, "A", "alice", checkpoint_s=100), job(2, 50, 100, 2, "B", "bob")])
     a, b = jobs[1], jobs[2]
     # at 50 B's job is within B's quota and finds no card: A's job is reclaimed, ends 10 s
-    # later (grace), B's starts on its cards; A's starts again when B's ends, from the start
+    # later (grace), B's starts on its cards; A's is requeued as the daemon requeues (held
+    # for REQUEUE_HOLD_S, to 180) and starts again then, from the start
     assert b.first_start == 60 and b.end == 160
-    assert a.runs == [(0, 60, 4.0), (160, 1160, 4.0)] and a.end == 1160 and a.preemptions == 1
+    assert a.runs == [(0, 60, 4.0), (180, 1180, 4.0)] and a.end == 1180 and a.preemptions == 1
     assert a.lost_gpu_s == 60 * 4  # 60 s worked, the first checkpoint at 100 s
     ta, tb = m["teams"]["A"], m["teams"]["B"]
     assert ta["borrowed_gpu_hours"] == round((60 * 2 + 1000 * 2) / 3600, 3)
     assert tb["lent_gpu_hours"] == round((60 * 2 + 1000 * 2) / 3600, 3)
     assert tb["reclaim_latency_s"] == {"jobs": 1, "median": 10, "p90": 10}
     assert tb["quota_served"] == round(100 / 110, 4)
-    assert ta["quota_served"] == round((60 + 1000) / 1160, 4)
+    assert ta["quota_served"] == round((60 + 1000) / 1180, 4)
     assert ta["lost_gpu_hours"] == round(240 / 3600, 3) and ta["preemptions"] == 1
     # Jain's index over GPU-hours per quota GPU: A 4240 GPU-s / 2, B 200 / 2
     xa, xb = 4240 / 3600 / 2, 200 / 3600 / 2
@@ -64,10 +65,16 @@ def test_a_checkpoint_keeps_the_work_up_to_it():
     res, jobs, m = run([job(1, 0, 1000, 4, "A", "alice", checkpoint_s=25), job(2, 50, 100, 2, "B", "bob")])
     a = jobs[1]
     assert a.lost_gpu_s == (60 - 50) * 4  # checkpoints at 25 and 50: 50 s kept
-    assert a.runs == [(0, 60, 4.0), (160, 1110, 4.0)]  # 950 s left to run
+    assert a.runs == [(0, 60, 4.0), (180, 1130, 4.0)]  # 950 s left to run
     # the run's option stands in for a job without its own interval; the job's own wins
     res, jobs, m = run([job(1, 0, 1000, 4, "A", "alice"), job(2, 50, 100, 2, "B", "bob")], checkpoint_s=20)
-    assert jobs[1].lost_gpu_s == 0 and jobs[1].runs[1] == (160, 1100, 4.0)
+    assert jobs[1].lost_gpu_s == 0 and jobs[1].runs[1] == (180, 1120, 4.0)
+
+
+def test_the_requeue_hold_off_is_the_daemons():
+    from batchd.node.runs import REQUEUE_HOLD_S as daemon
+    from batchd.sim.engine import REQUEUE_HOLD_S as sim
+    assert sim == daemon
 
 
 def test_time_limit_and_gang():
