@@ -7,12 +7,14 @@ helpers to run commands against it, wait for job states, and kill/restart the da
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -126,14 +128,16 @@ def merge_toml(base: str, extra: str) -> str:
     return out
 
 
-@pytest.fixture
-def cluster(request):
-    """The 2-node dev cluster; a test may add config with
-    `@pytest.mark.config_extra("...toml...")` (merged into the [priority] section etc.)."""
-    root = Path(tempfile.mkdtemp(prefix="batchd-e2e-"))
+@contextlib.contextmanager
+def own_cluster(config: str, prefix: str = "batchd-e2e-", files: dict[str, str] | None = None) -> Iterator[Cluster]:
+    """A dev cluster of `config` in a fresh directory (with `files` written there first, such
+    as the accounts file the config names), started; at the end the user's jobs are
+    cancelled, the daemon stopped, every supervisor ended and the directory removed."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
     os.chmod(root, 0o777)
-    mark = request.node.get_closest_marker("config_extra")
-    c = Cluster(root, merge_toml(CONFIG, mark.args[0]) if mark else CONFIG)
+    for name, text in (files or {}).items():
+        (root / name).write_text(text)
+    c = Cluster(root, config)
     c.start()
     try:
         yield c
@@ -147,3 +151,12 @@ def cluster(request):
         time.sleep(0.2)
         end_supervisors(root)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def cluster(request):
+    """The 2-node dev cluster; a test may add config with
+    `@pytest.mark.config_extra("...toml...")` (merged into the [priority] section etc.)."""
+    mark = request.node.get_closest_marker("config_extra")
+    with own_cluster(merge_toml(CONFIG, mark.args[0]) if mark else CONFIG) as c:
+        yield c

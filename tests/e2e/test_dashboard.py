@@ -103,28 +103,15 @@ def browser():
 @pytest.fixture
 def dash():
     import pwd
-    import shutil
-    import tempfile
 
-    from tests.e2e.conftest import Cluster
-    from tests.harness import end_supervisors
+    from tests.e2e.conftest import own_cluster
 
-    root = Path(tempfile.mkdtemp(prefix="batchd-e2e-dash-"))
-    os.chmod(root, 0o777)
     port = _free_port()
     me = pwd.getpwuid(os.getuid()).pw_name
-    (root / "accounts.toml").write_text(ACCOUNTS.replace("{me}", me))
-    c = Cluster(root, merge_toml(CONFIG, f'[http]\nlisten = "127.0.0.1:{port}"\n'))
-    c.start()
-    try:
+    config = merge_toml(CONFIG, f'[http]\nlisten = "127.0.0.1:{port}"\n')
+    with own_cluster(config, "batchd-e2e-dash-", {"accounts.toml": ACCOUNTS.replace("{me}", me)}) as c:
         token = c.run("scontrol", "token").stdout.strip().partition("=")[2]
         yield c, f"http://127.0.0.1:{port}", token
-    finally:
-        c.run("scancel", "--user", str(os.getuid()), check=False)
-        c.stop()
-        time.sleep(0.2)
-        end_supervisors(root)
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _gpus(view: dict) -> float:

@@ -6,16 +6,10 @@ gives each one's GPU-hours and cost as its share of its card's price, with capac
 jobs' GPU-hours + idle."""
 
 import json
-import os
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
-from conftest import Cluster
-
-from tests.harness import end_supervisors
+from conftest import own_cluster
 
 CONFIG = """
 cluster_name = "gresbill"
@@ -56,18 +50,8 @@ KINDS = {"1g.24gb": ("gpu:1g.24gb:1", 0.25, 4.0, 3600.0),
 
 @pytest.fixture
 def gres_cluster():
-    root = Path(tempfile.mkdtemp(prefix="batchd-e2e-gres-"))
-    os.chmod(root, 0o777)
-    c = Cluster(root, CONFIG)
-    c.start()
-    try:
+    with own_cluster(CONFIG, "batchd-e2e-gres-") as c:
         yield c
-    finally:
-        c.run("scancel", "--user", str(os.getuid()), check=False)
-        c.stop()
-        time.sleep(0.2)
-        end_supervisors(root)
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_mig_and_shard_jobs_are_billed_their_card_share(gres_cluster):
