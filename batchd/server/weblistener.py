@@ -79,6 +79,11 @@ class _Server(ThreadingHTTPServer):
             return
         super().process_request(request, client_address)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that broke or timed out mid-request: logged, not printed to stderr
+        (socketserver's default) as if the daemon had failed."""
+        log.debug("http connection error client=%s", client_address, exc_info=True)
+
     def route(self, path: str) -> Route | None:
         exact = self.routes.get(path)
         if exact is not None:
