@@ -54,8 +54,9 @@ def render(m: dict[str, Any], header: list[str]) -> str:
 @click.option("--config", "config_path", required=True, help="The cluster's batchd.toml (nodes, QOS, scheduler).")
 @click.option("--accounts", "accounts_path", help="The accounts file (`batchd apply`'s) to try.")
 @click.option("--trace", "trace_path", required=True, help="The trace file.")
-@click.option("--format", "fmt", type=click.Choice(["batchd", "alibaba"]), default="batchd", show_default=True,
-              help="batchd's CSV, or the Alibaba v2023 job file.")
+@click.option("--format", "fmt", type=click.Choice(["batchd", "alibaba", "sacct-json"]), default="batchd",
+              show_default=True, help="batchd's CSV, the Alibaba v2023 job file, or `sacct --json` output "
+              "(last month replayed under another design).")
 @click.option("--teams", default=None, help='Alibaba: "qos:LS=serving,BE=training,*=notebooks" or '
               '"hash:serving=6,training=6,notebooks=4".')
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the hash team rule and of --load.")
@@ -93,6 +94,8 @@ def command(config_path: str, accounts_path: str | None, trace_path: str, fmt: s
             if not teams:
                 raise ValueError("--format alibaba needs --teams (the trace has no user or team)")
             t = tr.read_alibaba(trace_path, teams, seed=seed, max_duration_s=max_duration)
+        elif fmt == "sacct-json":
+            t = tr.read_sacct_json(trace_path)
         else:
             t = tr.read_csv(trace_path)
         t = tr.transform(t, scale=scale, load=load, seed=seed)

@@ -20,6 +20,12 @@ example clusters offer no shards), its duration the pod's. The trace has no user
 - `hash`: a seeded hash of the pod's name, with team sizes as weights, such as
   `serving=6,training=6,notebooks=4` (the teams' quotas are the natural weights).
 
+batchd's own history: `sacct --json` output (Slurm's dbv0.0.38 shape, batchd's or a real
+Slurm's: `sacct -a -X --json -S 2026-11-01 -E 2026-12-01 > month.json`): each run that
+started and ended is a job of its account and user, submitted at its submission time, for
+its elapsed time (end − start), with the GPUs of its allocated TRES (`gres/gpu`, else the
+requested), its QOS and time limit; a job still pending or running is left out and counted.
+
 Times can be compressed (`scale`: every time divided by it) and arrivals thinned or
 repeated (`load`: 0.5 keeps every second job in a seeded draw, 2 adds each job twice,
 the second copy shifted by half its gap to the next).
@@ -92,6 +98,49 @@ def read_csv(path: str | Path, default_team: str = "default") -> Trace:
                 name=(row.get("id") or "").strip()))
     jobs.sort(key=lambda j: (j.submit_s, j.id))
     return Trace(renumber(jobs), str(path), "the trace's team column")
+
+
+def read_sacct_json(path: str | Path) -> Trace:
+    """`sacct --json` (the module's doc)."""
+    import json
+
+    with open(path) as f:
+        try:
+            doc = json.load(f)
+        except ValueError as e:
+            raise ValueError(f"{path}: not JSON: {e}") from None
+    rows = doc.get("jobs") if isinstance(doc, dict) else None
+    if not isinstance(rows, list):
+        raise ValueError(f"{path}: no \"jobs\" list (sacct --json's output)")
+    jobs: list[TraceJob] = []
+    skipped = 0
+    for r in rows:
+        t = r.get("time") or {}
+        start, end, submit = t.get("start") or 0, t.get("end") or 0, t.get("submission") or 0
+        state = str(((r.get("state") or {}).get("current")) or "") if isinstance(r.get("state"), dict) else ""
+        if state.split(" ")[0] in ("PENDING", "RUNNING", "REQUEUED", "SUSPENDED", "CONFIGURING", "COMPLETING") \
+                or not (isinstance(start, int | float) and isinstance(end, int | float)) or start <= 0 or end < start:
+            skipped += 1
+            continue
+        tres = r.get("tres") or {}
+        gpus = _gres_gpus(tres.get("allocated")) or _gres_gpus(tres.get("requested"))
+        limit = t.get("limit")
+        account = str(r.get("account") or "default")
+        jobs.append(TraceJob(id=0, submit_s=float(submit or start), duration_s=float(end - start),
+                             gpus=int(math.ceil(gpus)), team=account, user=str(r.get("user") or f"{account}-user"),
+                             qos=r.get("qos") or None,
+                             time_limit_s=float(limit) * 60 if isinstance(limit, int | float) and limit > 0 else None,
+                             name=str(r.get("job_id") or "")))
+    jobs.sort(key=lambda j: (j.submit_s, j.name))
+    return Trace(renumber(jobs), str(path), "the accounts of the history", skipped)
+
+
+def _gres_gpus(items: object) -> float:
+    """The `gres/gpu` count of a dbv0.0.38 TRES list (`{"type": "gres", "name": "gpu"}`)."""
+    if not isinstance(items, list):
+        return 0.0
+    return sum(float(x.get("count") or 0) for x in items
+               if isinstance(x, dict) and x.get("type") == "gres" and x.get("name") == "gpu")
 
 
 def _weights(spec: str) -> list[tuple[str, float]]:

@@ -196,3 +196,30 @@ def test_the_html_page_in_chromium(tmp_path):
     for policy in js:
         assert f'id="policy-{policy}"' in dom
     assert dom.count("<polygon") >= 4 and dom.count("<polyline") >= 4  # the charts of every policy
+
+
+def test_history_from_sacct_json(tmp_path):
+    from batchd.sim.trace import read_sacct_json
+
+    # a real Slurm's reply of the same shape (slurmdbd v0.0.38, recorded): one job pending,
+    # one running when recorded (Slurm gives both an end time): neither is history yet
+    real = read_sacct_json(FIX.parent / "slurmrestd" / "real-db-jobs.json")
+    assert real.jobs == [] and real.skipped == 2
+    # batchd's own sacct --json, as the command writes it
+    p = tmp_path / "h.json"
+    p.write_text(json.dumps({"jobs": [
+        {"job_id": 7, "account": "A", "user": "alice", "qos": "normal", "state": {"current": "COMPLETED"},
+         "time": {"submission": 100, "start": 110, "end": 410, "limit": 10},
+         "tres": {"allocated": [{"type": "gres", "name": "gpu", "count": 2}], "requested": []}},
+        {"job_id": 8, "account": "B", "user": "bob", "time": {"submission": 50, "start": 0, "end": 0},
+         "tres": {"allocated": [], "requested": [{"type": "gres", "name": "gpu", "count": 1}]}}]}))
+    t = read_sacct_json(p)
+    assert [(j.name, j.submit_s, j.duration_s, j.gpus, j.team, j.user, j.time_limit_s) for j in t.jobs] == [
+        ("7", 100, 300, 2, "A", "alice", 600)]
+    assert t.skipped == 1
+    res, jobs, m = run(t.jobs)
+    assert m["teams"]["A"]["gpu_hours"] == round(600 / 3600, 3)
+    with pytest.raises(ValueError, match="no \"jobs\" list"):
+        bad = tmp_path / "bad.json"
+        bad.write_text("{}")
+        read_sacct_json(bad)
