@@ -23,10 +23,12 @@ run are not what is checked, the decisions are), the same config and accounts, a
 release as every job's submission. Priorities are flat (no age, no fair-share weight), so the order
 is the scheduler's division of the cards between the teams, then job id.
 
-Tolerance: a job's start in the daemon is within 2 s + 5 % of its simulated start (the
-daemon notices an end and runs its cycle a fraction of a second later, and those
-fractions add up along a chain of jobs); and no two jobs whose simulated starts are more
-than that apart start in the other order.
+Tolerance: a job's start in the daemon is within 5 s + 20 % of its simulated start, and no
+two jobs whose simulated starts are more than that apart start in the other order. The
+daemon notices an end and runs its cycle a fraction of a second later, and those fractions
+add up along a chain of jobs on a card. Measured: alone, at most 0.9 s; beside a unit-test
+run, 1.45 s; inside the whole suite in CI (three workers on two cores), 3.6 s at 20 s into
+the run.
 """
 
 from __future__ import annotations
@@ -135,7 +137,7 @@ def test_the_simulator_agrees_with_the_daemon(cluster):
     real = {jid: starts[jid] - t0 for jid in ids}
     assert all(v is not None for v in simulated.values())
     off = {jid: real[jid] - simulated[jid] for jid in ids}
-    tol = {jid: 2.0 + 0.05 * simulated[jid] for jid in ids}
+    tol = {jid: 5.0 + 0.2 * simulated[jid] for jid in ids}
     late = {jid: (round(off[jid], 2), work[ids.index(jid)], round(simulated[jid], 1)) for jid in ids
             if abs(off[jid]) > tol[jid]}
     if late and os.environ.get("BATCHD_SIMVAL_DEBUG"):
