@@ -169,14 +169,20 @@ def test_installed_wheel_runs_jobs_of_two_users_in_the_production_layout(users):
             homes[u].mkdir(mode=0o700)
             os.chown(homes[u], pw.pw_uid, pw.pw_gid)
         a, b = users
-        # b's job waits for a file, so that its run directory is there while a looks at it
+        # b's job waits for a file, so that its run directory is there while a looks at it;
+        # it says it has begun with a file of its own (squeue's RUNNING comes as soon as the
+        # scheduler allocates, a moment before the node has laid out the run's directory)
         ids = {}
         for u in users:
-            wait = "while [ ! -e go ]; do sleep 0.05; done; " if u == b else ""
+            wait = "touch begun; while [ ! -e go ]; do sleep 0.05; done; " if u == b else ""
             out = node.cmd("sbatch", "--parsable", "--wrap", f"{wait}id -un; echo job-$SLURM_JOB_ID",
                            user=u, cwd=homes[u]).stdout
             ids[u] = int(out.strip())
         node.wait(ids[b], ("RUNNING",))
+        deadline = time.monotonic() + 30
+        while not (homes[b] / "begun").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (homes[b] / "begun").exists(), node.tail()
         script_b = state / "spool" / f"job.{ids[b]}.0" / "slurm_script"
         peek = f"open({str(script_b)!r}).read()"
         assert node.cmd("python", "-c", peek, user=b, check=False).returncode == 0, "b cannot read its own script"
