@@ -47,6 +47,7 @@ profile's TRES and its card share toward ``gres/gpu``; shards their card share).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -56,7 +57,8 @@ from batchd.priority.policy import priority_flags, tres_weights
 from batchd.slurm.gres import SHARE_SEP, Charge, charge_of_allocation, node_inventories, parse_node_gpus
 from batchd.slurm.tres import normalize_tres_name, parse_tres, tres_sort_key
 
-__all__ = ["JobFactors", "job_factors", "job_tres", "job_charge", "cluster_tres"]
+__all__ = ["JobFactors", "PriorityContext", "PriorityTerms", "job_factors", "job_tres", "job_charge", "cluster_tres",
+           "priority_at", "priority_context", "priority_terms", "with_fairshare"]
 
 MAX_PRIORITY = 4294967295
 _MIG_SLICES = re.compile(r"(?:^|[_:])(\d+)g\.\d+gb$")
@@ -186,17 +188,26 @@ def _pending_tres(per_task: dict, tasks: int, nodes: Any) -> dict[str, float]:
 
 
 def _age(job: dict, now: float, max_age: float) -> float:
+    return _age_at(_age_from(job), now, max_age)
+
+
+def _age_from(job: dict) -> tuple[float | None, float | None]:
+    """(the time the job's age counts from, its begin time): (None, None) when it does not
+    accrue age at all (held, or waiting for a dependency)."""
     if str(job.get("reason") or "") in _NO_ACCRUE or job.get("hold"):
-        return 0.0
+        return None, None
     begin = job.get("begin_time")
-    if begin is not None and float(begin) > now:
-        return 0.0
     t = job.get("accrue_time", job.get("eligible_time", job.get("submit_time")))
-    if t is None:
+    return (None if t is None else float(t)), (None if begin is None else float(begin))
+
+
+def _age_at(since: tuple[float | None, float | None], now: float, max_age: float) -> float:
+    t, begin = since
+    if t is None or (begin is not None and begin > now):
         return 0.0
     if max_age <= 0:
         return 1.0
-    return min(max(now - float(t), 0.0) / max_age, 1.0)
+    return min(max(now - t, 0.0) / max_age, 1.0)
 
 
 def _jobsize(job: dict, tres: dict[str, float], n_active: int, c_active: float, policy: dict,
@@ -227,16 +238,50 @@ def _max_of(values: list[float]) -> float:
 FACTORS = ("age", "assoc", "fairshare", "jobsize", "partition", "qos")
 
 
-def job_factors(snapshot: dict, policy: dict, fs_factors: dict[str, float], detail: bool = True) -> list[Any]:
-    """Factors of every job of ``snapshot`` not in a final state, in snapshot order.
+@dataclass
+class PriorityContext:
+    """What the priorities of one snapshot share: the policy's weights and flags, the
+    cluster's TRES totals and the maxima the partition, QOS and association factors are
+    normalised by (over the snapshot's configuration and its active jobs)."""
 
-    ``policy`` must be a merged policy (``merge_policy``); ``fs_factors`` maps
-    "account/user" to the fair-share factor (``compute_shares``). With ``detail=False``
-    only ``(job id, priority)`` pairs, the same numbers without the per-factor
-    dictionaries (the scheduler's hot path)."""
-    flags = priority_flags(policy)
-    now = float(snapshot.get("now") or 0.0)
-    jobs = [j for j in snapshot.get("jobs") or [] if str(j.get("state", "PENDING")).upper() not in _FINAL]
+    now: float
+    policy: dict
+    flags: set[str]
+    totals: dict[str, float]
+    n_active: int
+    c_active: float
+    wt: dict[str, float]
+    wt_order: list[str]
+    max_part: float
+    max_qos: float
+    max_assoc: float
+    weights: tuple[float, ...]  # age, assoc, fairshare, jobsize, partition, qos
+    default_part: str
+    by_name: dict[str, dict]
+    max_age_s: float
+
+
+@dataclass
+class PriorityTerms:
+    """One job's priority apart from its age, which moves with `now` (`priority_at`)."""
+
+    job: dict
+    n_age: float                  # the age factor at the context's `now`
+    since: tuple[float | None, float | None]  # what the age counts from (`_age_from`)
+    rest: tuple[float, ...]       # the weighted assoc, fairshare, jobsize, partition, qos factors
+    norm: tuple[float, ...]       # their normalised factors
+    tres_norm: dict[str, float]
+    tres_w: dict[str, float]
+    tres_sum: float
+    site: int
+    nice: int
+    held: bool
+    admin: Any
+
+
+def priority_context(snapshot: dict, policy: dict) -> PriorityContext:
+    """The shared part of the priorities of `snapshot` (policy merged, see `job_factors`)."""
+    jobs = active_jobs(snapshot)
     totals, n_active, c_active = cluster_tres(snapshot)
     wt = tres_weights(policy)
     max_part = _max_of([float(p.get("priority_job_factor", 0) or 0) for p in snapshot.get("partitions") or []]
@@ -245,63 +290,108 @@ def job_factors(snapshot: dict, policy: dict, fs_factors: dict[str, float], deta
                       + [float(j.get("qos_priority_value", 0) or 0) for j in jobs])
     max_assoc = _max_of([float(u.get("assoc_priority", 0) or 0) for u in snapshot.get("users") or []]
                         + [float(j.get("assoc_priority", 0) or 0) for j in jobs])
-    weights = {"age": policy["weight_age"], "assoc": policy["weight_assoc"],
-               "fairshare": policy["weight_fairshare"], "jobsize": policy["weight_jobsize"],
-               "partition": policy["weight_partition"], "qos": policy["weight_qos"]}
     parts = snapshot.get("partitions") or []
     default_part = next((str(p["name"]) for p in parts if p.get("default") and p.get("name")),
                         str(parts[0]["name"]) if parts and parts[0].get("name") else "batch")
-    by_name = {str(n.get("name")): n for n in snapshot.get("nodes") or []}
-    wt_order = sorted(wt, key=tres_sort_key)
+    return PriorityContext(
+        float(snapshot.get("now") or 0.0), policy, priority_flags(policy), totals, n_active, c_active, wt,
+        sorted(wt, key=tres_sort_key), max_part, max_qos, max_assoc,
+        tuple(policy["weight_" + k] for k in FACTORS),
+        default_part, {str(n.get("name")): n for n in snapshot.get("nodes") or []}, float(policy["max_age_s"]))
+
+
+def active_jobs(snapshot: dict) -> list[dict]:
+    """The jobs of `snapshot` not in a final state, in snapshot order."""
+    return [j for j in snapshot.get("jobs") or [] if str(j.get("state", "PENDING")).upper() not in _FINAL]
+
+
+def priority_terms(ctx: PriorityContext, j: dict, fs_factors: dict[str, float]) -> PriorityTerms:
+    """Job `j`'s priority terms under `ctx` and the fair-share factors `fs_factors`."""
+    flags = ctx.flags
+    tres = job_tres(j, ctx.by_name)
+    pj = float(j.get("partition_job_factor", 1) or 0)
+    qp = float(j.get("qos_priority_value", 0) or 0)
+    ap = float(j.get("assoc_priority", 0) or 0)
+    max_part, max_qos, max_assoc = ctx.max_part, ctx.max_qos, ctx.max_assoc
+    n_assoc = ap if "NO_NORMAL_ASSOC" in flags else (ap / max_assoc if max_assoc else 0.0)
+    n_fs = fs_factors.get(f"{j.get('account')}/{j.get('user')}", 0.0)
+    n_js = _jobsize(j, tres, ctx.n_active, ctx.c_active, ctx.policy, flags)
+    n_part = pj if "NO_NORMAL_PART" in flags else (pj / max_part if max_part else 0.0)
+    n_qos = qp if "NO_NORMAL_QOS" in flags else (qp / max_qos if max_qos else 0.0)
+    no_tres = "NO_NORMAL_TRES" in flags
+    ptot = j.get("partition_tres")
+    ptot = {normalize_tres_name(k): float(v) for k, v in ptot.items()} if isinstance(ptot, dict) else ctx.totals
+    tres_norm: dict[str, float] = {}
+    tres_w: dict[str, float] = {}
+    wt = ctx.wt
+    for t in ctx.wt_order:
+        cnt = tres.get(t, 0.0)
+        if not cnt:
+            continue
+        f = cnt if no_tres else (cnt / ptot[t] if ptot.get(t) else 0.0)
+        if f and wt[t]:
+            tres_norm[t] = f
+            tres_w[t] = f * wt[t]
+    _w_age, w_assoc, w_fs, w_js, w_part, w_qos = ctx.weights
+    reason = j.get("reason")
+    since = _age_from(j)
+    return PriorityTerms(
+        j, _age_at(since, ctx.now, ctx.max_age_s), since,
+        (n_assoc * w_assoc, n_fs * w_fs, n_js * w_js, n_part * w_part, n_qos * w_qos),
+        (n_assoc, n_fs, n_js, n_part, n_qos), tres_norm, tres_w, sum(tres_w.values()),
+        int(j.get("site_factor", 0) or 0), int(j.get("nice", 0) or 0),
+        bool(j.get("hold")) or (reason is not None and str(reason).startswith("JobHeld")), j.get("admin_priority"))
+
+
+def _exact(ctx: PriorityContext, t: PriorityTerms, n_age: float) -> float:
+    return sum((n_age * ctx.weights[0], *t.rest)) + t.tres_sum + t.site - t.nice
+
+
+def _integer(t: PriorityTerms, exact: float) -> int:
+    if t.admin is not None:
+        return int(t.admin)
+    if t.held:
+        return 0
+    return min(int(math.trunc(max(exact, 1.0))), MAX_PRIORITY)
+
+
+def priority_at(ctx: PriorityContext, t: PriorityTerms, now: float) -> int:
+    """The job's integer priority at `now` (its age factor taken at `now`; the rest as
+    when `t` was computed): what `job_factors` gives for a snapshot at `now` whose other
+    inputs are those of `t`."""
+    return _integer(t, _exact(ctx, t, _age_at(t.since, now, ctx.max_age_s)))
+
+
+def with_fairshare(ctx: PriorityContext, t: PriorityTerms, fs_factors: dict[str, float]) -> PriorityTerms:
+    """`t` under other fair-share factors (the rest of the job unchanged): what
+    `priority_terms` gives for the same job with `fs_factors`."""
+    j = t.job
+    n_fs = fs_factors.get(f"{j.get('account')}/{j.get('user')}", 0.0)
+    rest, norm = list(t.rest), list(t.norm)
+    rest[1], norm[1] = n_fs * ctx.weights[2], n_fs
+    return dataclasses.replace(t, rest=tuple(rest), norm=tuple(norm))
+
+
+def job_factors(snapshot: dict, policy: dict, fs_factors: dict[str, float], detail: bool = True) -> list[Any]:
+    """Factors of every job of ``snapshot`` not in a final state, in snapshot order.
+
+    ``policy`` must be a merged policy (``merge_policy``); ``fs_factors`` maps
+    "account/user" to the fair-share factor (``compute_shares``). With ``detail=False``
+    only ``(job id, priority)`` pairs, the same numbers without the per-factor
+    dictionaries (the scheduler's hot path)."""
+    ctx = priority_context(snapshot, policy)
     out: list[Any] = []
-    no_assoc, no_part = "NO_NORMAL_ASSOC" in flags, "NO_NORMAL_PART" in flags
-    no_qos, no_tres = "NO_NORMAL_QOS" in flags, "NO_NORMAL_TRES" in flags
-    max_age_s = float(policy["max_age_s"])
-    w_age, w_assoc, w_fs, w_js, w_part, w_qos = (weights[k] for k in
-                                                  ("age", "assoc", "fairshare", "jobsize", "partition", "qos"))
-    for j in jobs:
-        tres = job_tres(j, by_name)
-        pj = float(j.get("partition_job_factor", 1) or 0)
-        qp = float(j.get("qos_priority_value", 0) or 0)
-        ap = float(j.get("assoc_priority", 0) or 0)
-        n_age = _age(j, now, max_age_s)
-        n_assoc = ap if no_assoc else (ap / max_assoc if max_assoc else 0.0)
-        n_fs = fs_factors.get(f"{j.get('account')}/{j.get('user')}", 0.0)
-        n_js = _jobsize(j, tres, n_active, c_active, policy, flags)
-        n_part = pj if no_part else (pj / max_part if max_part else 0.0)
-        n_qos = qp if no_qos else (qp / max_qos if max_qos else 0.0)
-        ptot = j.get("partition_tres")
-        ptot = {normalize_tres_name(k): float(v) for k, v in ptot.items()} if isinstance(ptot, dict) else totals
-        tres_norm: dict[str, float] = {}
-        tres_w: dict[str, float] = {}
-        for t in wt_order:
-            cnt = tres.get(t, 0.0)
-            if not cnt:
-                continue
-            f = cnt if no_tres else (cnt / ptot[t] if ptot.get(t) else 0.0)
-            if f and wt[t]:
-                tres_norm[t] = f
-                tres_w[t] = f * wt[t]
-        parts_w = (n_age * w_age, n_assoc * w_assoc, n_fs * w_fs, n_js * w_js, n_part * w_part, n_qos * w_qos)
-        site = int(j.get("site_factor", 0) or 0)
-        nice = int(j.get("nice", 0) or 0)
-        exact = sum(parts_w) + sum(tres_w.values()) + site - nice
-        reason = j.get("reason")
-        held = bool(j.get("hold")) or (reason is not None and str(reason).startswith("JobHeld"))
-        admin = j.get("admin_priority")
-        if admin is not None:
-            prio = int(admin)
-        elif held:
-            prio = 0
-        else:
-            prio = min(int(math.trunc(max(exact, 1.0))), MAX_PRIORITY)
+    for j in active_jobs(snapshot):
+        t = priority_terms(ctx, j, fs_factors)
+        exact = _exact(ctx, t, t.n_age)
+        prio = _integer(t, exact)
         if not detail:
             out.append((str(j.get("id")), prio))
             continue
-        norm = dict(zip(FACTORS, (n_age, n_assoc, n_fs, n_js, n_part, n_qos), strict=True))
-        weighted = dict(zip(FACTORS, parts_w, strict=True))
+        norm = dict(zip(FACTORS, (t.n_age, *t.norm), strict=True))
+        weighted = dict(zip(FACTORS, (t.n_age * ctx.weights[0], *t.rest), strict=True))
         out.append(JobFactors(str(j.get("id")), str(j.get("user", "")), str(j.get("account", "")),
-                              str(j.get("partition") or default_part), str(j.get("qos") or "normal"),
-                              str(j.get("state", "PENDING")).upper(), prio, exact, site, nice, held,
-                              admin is not None, norm, weighted, tres_norm, tres_w))
+                              str(j.get("partition") or ctx.default_part), str(j.get("qos") or "normal"),
+                              str(j.get("state", "PENDING")).upper(), prio, exact, t.site, t.nice, t.held,
+                              t.admin is not None, norm, weighted, t.tres_norm, t.tres_w))
     return out

@@ -230,13 +230,14 @@ def _saturated(s: Session, min_cpu: float) -> bool:
     return True
 
 
-def allocate_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], bf: Backfill | None) -> None:
+def allocate_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], bf: Backfill | None,
+                  explain: bool = True) -> None:
     """Start what fits, in queue order; set a reason for every job left pending.
 
     Once the cluster is saturated (no idle GPU, and no node with the CPUs of the smallest
     GPU-less task) nothing else can start, so the remaining jobs get their reasons (and
     reservations) in plain job order (QOS priority, multifactor priority, submit time, id)
-    without the queue-order walk."""
+    without the queue-order walk; without `explain` they are left as they are."""
     failures = Failures(use_time=bf is not None)
     waiting_pools: set = set()
     nf_cache: dict = {}
@@ -281,6 +282,8 @@ def allocate_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], bf: Ba
             continue
         fail(j, status, val)
         if _saturated(s, min_cpu):
+            if not explain:
+                return
             break
     rest = sorted((j for j in jobs if not j.started and j.id not in reasons), key=lambda j: j.sort_key)
     for j in rest:

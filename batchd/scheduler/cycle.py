@@ -13,6 +13,12 @@ Policy keys read here (the snapshot's `policy`, overridden key by key by the `po
 Multifactor priorities come from the snapshot's optional `priorities` ({job id: int}, as the
 daemon passes them), else from `batchd.priority.job_priorities(snapshot_dict, policy)` when
 that module provides it (else all 0).
+
+`decide(..., explain=False)` makes the same starts and preemptions but leaves `pending`,
+`fair_share` and `planned_start` empty: the allocate pass stops at the first job after
+which nothing can start (a saturated cluster), where the rest would only get their reasons
+and backfill reservations (reservations already made in the walk still shape it). For
+callers that need only the actions (`batchd simulate`).
 """
 
 from __future__ import annotations
@@ -80,7 +86,7 @@ def merged_policy(snapshot: Snapshot, policy: dict | None) -> dict:
     return merged
 
 
-def decide(snapshot: Snapshot, policy: dict | None = None) -> Decisions:
+def decide(snapshot: Snapshot, policy: dict | None = None, explain: bool = True) -> Decisions:
     """Run one cycle on `snapshot` (never modified) with `policy` overriding `snapshot.policy`.
 
     The cyclic garbage collector is paused during the cycle (it would otherwise rescan the
@@ -88,13 +94,13 @@ def decide(snapshot: Snapshot, policy: dict | None = None) -> Decisions:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _decide(snapshot, policy)
+        return _decide(snapshot, policy, explain)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _decide(snapshot: Snapshot, policy: dict | None) -> Decisions:
+def _decide(snapshot: Snapshot, policy: dict | None, explain: bool = True) -> Decisions:
     pol = merged_policy(snapshot, policy)
     passes = list(pol.get("passes", PASSES))
     s = Session(snapshot, pol, _priorities(snapshot.raw, pol))
@@ -104,7 +110,7 @@ def _decide(snapshot: Snapshot, policy: dict | None) -> Decisions:
         bf = Backfill(s, int(pol.get("backfill_max_reservations", 20)))
     held_pass(s, reasons)  # what earlier cycles preempted for a job stays its own (held.py)
     if "allocate" in passes:
-        allocate_pass(s, s.pending, reasons, bf)
+        allocate_pass(s, s.pending, reasons, bf, explain)
     if "reclaim" in passes:
         reclaim_pass(s, s.pending, reasons, "allocate" not in passes)
     if "preempt" in passes:
@@ -118,6 +124,8 @@ def _decide(snapshot: Snapshot, policy: dict | None) -> Decisions:
         if preempting_for(v) == str(for_job.id):
             continue  # already being preempted for this job: no new decision
         out.preempt.append({"job": v.id, "reason": reason, "for": for_job.id, **({"policy": rule} if rule else {})})
+    if not explain:
+        return out
     left = [j for j in s.pending if not j.started] + s.ineligible
     left.sort(key=lambda j: (j.spec.submit_time, j.idk))
     for j in left:

@@ -304,21 +304,26 @@ def _check_tree(accounts: list[Account]) -> None:
             cur = by_name[cur].parent
 
 
-def load_snapshot(d: dict) -> Snapshot:
+def load_snapshot(d: dict, reuse: Snapshot | None = None) -> Snapshot:
     """Validate a snapshot dict (docs/snapshot.md) and return a `Snapshot`.
+
+    `reuse`, an earlier snapshot of the same nodes and accounts: a job entry that is the
+    very dict object one of its jobs was loaded from is taken from it, not parsed again (a
+    caller that passes `reuse` must not have changed such a dict in place; `batchd
+    simulate` builds a new entry whenever a job changes).
 
     Raises `ValueError` whose message starts with the path of the bad key. The cyclic garbage
     collector is paused while the objects are built (restored on return)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _load(d)
+        return _load(d, reuse)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _load(d: dict) -> Snapshot:
+def _load(d: dict, reuse: Snapshot | None = None) -> Snapshot:
     if not isinstance(d, dict):
         raise field_error("snapshot", "must be a JSON object", type(d).__name__)
     version = d.get("version", 1)
@@ -341,7 +346,22 @@ def _load(d: dict) -> Snapshot:
         raise field_error("accounts", "duplicate account name")
     _check_tree(accounts)
     node_names = set(names)
-    jobs = [_parse_job(j, i, node_names, set(anames)) for i, j in enumerate(d["jobs"])]
+    account_names = set(anames)
+    known: dict[int, Job] = {}
+    if reuse is not None and [n.name for n in reuse.nodes] == names and [a.name for a in reuse.accounts] == anames:
+        known = {id(j.raw): j for j in reuse.jobs}
+    jobs = []
+    for i, j in enumerate(d["jobs"]):
+        old = known.get(id(j)) if known else None
+        if old is not None and old.raw is j:
+            if old.index != i:  # the same job at another place: a copy that says so
+                moved = object.__new__(Job)
+                moved.__dict__.update(old.__dict__)
+                moved.index = i
+                old = moved
+            jobs.append(old)
+        else:
+            jobs.append(_parse_job(j, i, node_names, account_names))
     ids = [str(j.id) for j in jobs]
     if len(set(ids)) != len(ids):
         dup = next(x for x in ids if ids.count(x) > 1)

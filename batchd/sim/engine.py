@@ -38,7 +38,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from batchd.priority import fairshare_factors, merge_policy
-from batchd.priority.multifactor import job_factors
+from batchd.priority.multifactor import (
+    PriorityContext,
+    PriorityTerms,
+    priority_at,
+    priority_context,
+    priority_terms,
+    with_fairshare,
+)
 from batchd.priority.usage import Charge as UsageCharge
 from batchd.priority.usage import advance_usage
 from batchd.scheduler import decide, load_snapshot
@@ -75,6 +82,9 @@ class SimJob:
     lost_gpu_s: float = 0.0
     gpu_s: float = 0.0            # GPU-seconds of all its runs
     runs: list[tuple[float, float, float]] = field(default_factory=list)  # (start, end, gpu share)
+    entry: dict[str, Any] | None = None  # its snapshot entry, while `entry_key` holds
+    entry_key: tuple | None = None
+    terms: PriorityTerms | None = None  # its priority terms, for `entry` under the current fair share
 
 
 @dataclass
@@ -141,6 +151,8 @@ class Simulation:
         self.default_account = next((a["account"] for a in users if a.get("is_default")), None)
         self.calc_period = float(cfg.priority.get("calc_period_s", 300))
         self._fs: dict[str, float] | None = None  # the fair-share factors of the current usage
+        self._prio_ctx: PriorityContext | None = None
+        self._last_loaded: Any = None  # the last cycle's Snapshot (its parsed jobs are reused)
         self._now = 0.0
 
     # ------------------------------------------------------------------ snapshot
@@ -188,6 +200,14 @@ class Simulation:
                 d["reason"] = "BeginTime"
         return d
 
+    def _cached_entry(self, j: SimJob, now: float) -> dict[str, Any]:
+        """The job's entry, built again only when what it shows has changed: the same dict
+        object otherwise, which `load_snapshot(reuse=)` and the priority terms rely on."""
+        key = (j.state, j.start, j.run_seq, j.preempting_for, j.preemptor, j.submitted, j.eligible_at > now)
+        if j.entry is None or j.entry_key != key:
+            j.entry, j.entry_key, j.terms = self._entry(j), key, None
+        return j.entry
+
     def snapshot(self, now: float, active: list[SimJob], usage: dict[str, float]) -> dict[str, Any]:
         self._now = now
         return {
@@ -196,7 +216,7 @@ class Simulation:
                             "max_time_s": p.max_time_s} for p in self.cfg.partitions],
             "nodes": self.nodes, "accounts": self.accounts, "users": self.users,
             "usage": {"accounts": {}, "users": dict(usage)},
-            "jobs": [self._entry(j) for j in active],
+            "jobs": [self._cached_entry(j, now) for j in active],
             "qos": [{"name": q.name, "priority": q.priority, "preemptible": q.preemptible,
                      "max_gpus_per_user": q.max_gpus_per_user, "usage_factor": q.usage_factor,
                      "min_runtime_reclaim_s": q.min_runtime_reclaim_s, "min_runtime_preempt_s": q.min_runtime_preempt_s}
@@ -289,12 +309,28 @@ class Simulation:
                preemptions: list[tuple[float, int, int, str]]) -> int:
         active = sorted([*running.values(), *pending.values()], key=lambda j: j.t.id)
         snap = self.snapshot(now, active, usage)
-        merged = merge_policy(None, snap)
         if self._fs is None:
+            merged = merge_policy(None, snap)
             self._fs = fairshare_factors(snap) if merged["weight_fairshare"] else {}
-        snap["priorities"] = dict(job_factors(snap, merged, self._fs, False))
-        dec = decide(load_snapshot(snap)).to_dict()
-        for st in dec.get("start", []):
+            # the maxima and totals of the context come from the configuration alone (the
+            # simulator's entries carry no per-job partition, QOS or association factors)
+            if self._prio_ctx is None:
+                self._prio_ctx = priority_context(snap, merged)
+            for x in active:
+                if x.terms is not None:
+                    x.terms = with_fairshare(self._prio_ctx, x.terms, self._fs)
+        ctx = self._prio_ctx
+        assert ctx is not None
+        prios: dict[str, int] = {}
+        for x in active:
+            if x.terms is None:
+                x.terms = priority_terms(ctx, x.entry or {}, self._fs)
+            prios[str(x.t.id)] = priority_at(ctx, x.terms, now)
+        snap["priorities"] = prios
+        loaded = load_snapshot(snap, self._last_loaded)
+        self._last_loaded = loaded
+        dec = decide(loaded, explain=False)
+        for st in dec.start:
             if st.get("after"):
                 continue  # waits for its victims' devices: a later cycle starts it
             jid = int(st["job"])
@@ -317,7 +353,7 @@ class Simulation:
             running[jid] = j
             heapq.heappush(events, (now + run_for, END, order, jid, j.run_seq))
             order += 1
-        for p in dec.get("preempt", []):
+        for p in dec.preempt:
             v = running.get(int(p["job"]))
             if v is None or v.preempting_for is not None:
                 continue

@@ -146,3 +146,28 @@ def test_fast_priorities_equal_the_detailed_ones():
     detailed = {f.job_id: f.priority for f in job_factors(snap, merged, fs)}
     assert job_priorities(snap) == detailed
     assert len(detailed) > 200 and len(set(detailed.values())) > 20
+
+
+def test_terms_taken_later_give_the_priorities_of_a_later_snapshot():
+    """batchd simulate keeps each job's priority terms between cycles: `priority_at` a later
+    `now` and `with_fairshare` of other factors give what `job_factors` gives for the
+    snapshot at that time with those factors, job by job."""
+    from batchd.priority import fairshare_factors
+    from batchd.priority.multifactor import priority_at, priority_context, priority_terms, with_fairshare
+
+    snap = reference_snapshot()
+    policy = merge_policy(None, snap)
+    fs = fairshare_factors(snap)
+    ctx = priority_context(snap, policy)
+    jobs = [j for j in snap["jobs"] if j.get("state", "PENDING") not in ("COMPLETED", "CANCELLED")]
+    terms = {str(j["id"]): priority_terms(ctx, j, fs) for j in jobs}
+    other = {k: min(1.0, v * 0.5 + 0.3) for k, v in fs.items()}
+    changed = 0
+    for later in (0, 3600, 86400 * 3, 86400 * 40):
+        snap2 = {**snap, "now": snap["now"] + later}
+        for factors, ts in ((fs, terms), (other, {k: with_fairshare(ctx, t, other) for k, t in terms.items()})):
+            want = dict(job_factors(snap2, merge_policy(None, snap2), factors, False))
+            got = {k: priority_at(ctx, t, snap2["now"]) for k, t in ts.items()}
+            assert got == want
+            changed += sum(1 for k in got if got[k] != dict(job_factors(snap, policy, fs, False))[k])
+    assert changed  # the later snapshots and the other factors did move priorities

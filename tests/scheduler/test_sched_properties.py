@@ -150,3 +150,33 @@ def test_full_cycles_converge_without_ping_pong(seed):
     else:
         pytest.fail("decisions did not settle")
     assert all(n == 1 for n in preempted.values()), preempted
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters())
+def test_unexplained_cycle_takes_the_same_actions(d):
+    """decide(explain=False) (batchd simulate's cycle) starts and preempts exactly what the
+    full cycle does, and leaves the explanations out."""
+    full = decide(load_snapshot(d)).to_dict()
+    bare = decide(load_snapshot(d), explain=False).to_dict()
+    assert (bare["start"], bare["preempt"]) == (full["start"], full["preempt"])
+    assert bare["pending"] == [] and bare["planned_start"] == {} and bare["fair_share"] == {}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.randoms(use_true_random=False))
+def test_a_snapshot_loaded_with_reuse_is_the_snapshot(d, rnd):
+    """`load_snapshot(d, reuse=earlier)` takes the unchanged job entries from the earlier
+    snapshot (at their new places) and parses the others: the same Snapshot, the same cycle."""
+    first = load_snapshot(d)
+    jobs = list(d["jobs"])
+    rnd.shuffle(jobs)
+    if jobs:
+        jobs[0] = dict(jobs[0])  # one entry rebuilt: parsed anew
+        jobs.pop()  # one job gone: the others move
+    d2 = {**d, "jobs": jobs}
+    reused, fresh = load_snapshot(d2, first), load_snapshot(d2)
+    assert [(j.index, j.raw is e) for j, e in zip(reused.jobs, jobs, strict=True)] == \
+        [(i, True) for i in range(len(jobs))]
+    assert reused == fresh
+    assert decide(reused).to_dict() == decide(fresh).to_dict()
