@@ -31,12 +31,17 @@ def _s(v: float | None) -> str:
 def render(m: dict[str, Any], header: list[str]) -> str:
     rows = [["TEAM", "JOBS", "WAIT p50", "p90", "p99", "JCT p50", "GPU-h", "BORROWED", "LENT", "PREEMPT",
              "LOST GPU-h", "RECLAIM p50", "QUOTA SERVED"]]
+    bill = m["cluster"].get("bill")
+    if bill:
+        rows[0].append(f"BILL {bill['currency']}".rstrip())
     for t, r in m["teams"].items():
         rows.append([t, str(r["jobs"]), _s(r["wait_s"]["median"]), _s(r["wait_s"]["p90"]), _s(r["wait_s"]["p99"]),
                      _s(r["completion_s"]["median"]), f"{r['gpu_hours']:.1f}", f"{r['borrowed_gpu_hours']:.1f}",
                      f"{r['lent_gpu_hours']:.1f}", str(r["preemptions"]), f"{r['lost_gpu_hours']:.1f}",
                      _s(r["reclaim_latency_s"]["median"]),
                      "-" if r["quota_served"] is None else f"{100 * r['quota_served']:.1f}%"])
+        if bill:
+            rows[-1].append(r.get("bill", "0.00"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [*header, ""]
     lines += ["  ".join(c.rjust(widths[i]) if i else c.ljust(widths[i]) for i, c in enumerate(r)) for r in rows]
@@ -68,7 +73,12 @@ def render(m: dict[str, Any], header: list[str]) -> str:
               help="Seconds between checkpoints of jobs whose trace names none (0: a preempted job starts over).")
 @click.option("--term-exit", type=float, default=None,
               help="Seconds a preempted job takes to exit after SIGTERM (default: all of its grace time).")
-@click.option("--price", type=float, default=None, help="Price of one GPU-hour, for each team's bill.")
+@click.option("--price", type=float, default=None,
+              help="One price per GPU-hour, for a rough cost per team (the bill itself prices by the accounts "
+                   "file's [[price]] rate card).")
+@click.option("--start", "start_at", default=None,
+              help="The date (UTC) virtual second 0 is, for the rate card's prices; default the latest "
+                   "valid_from of the prices.")
 @click.option("--policy", "policy_name", type=click.Choice(["batchd", "static", "fifo", "kueue"]), default="batchd",
               show_default=True, help="The queue design to run (docs/simulate.md, \"Policies\").")
 @click.option("--compare", is_flag=True, help="Run every policy on the same trace and cluster, side by side.")
@@ -79,13 +89,23 @@ def render(m: dict[str, Any], header: list[str]) -> str:
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="The file --html writes.")
 def command(config_path: str, accounts_path: str | None, trace_path: str, fmt: str, teams: str | None, seed: int,
             max_duration: float | None, scale: float, load: float, until: float | None, checkpoint: float,
-            term_exit: float | None, price: float | None, policy_name: str, compare: bool, lending: float, as_json: bool, as_html: bool,
+            term_exit: float | None, price: float | None, start_at: str | None, policy_name: str, compare: bool, lending: float, as_json: bool, as_html: bool,
             output: str | None) -> None:
     from batchd.sim import trace as tr
     from batchd.sim.engine import from_files
     from batchd.sim.measures import measure, utilisation_series
     from batchd.sim.policies import POLICIES, describe
 
+    start_epoch = None
+    if start_at is not None:
+        from batchd.accounting.prices import PriceError, parse_when
+
+        try:
+            start_epoch = parse_when(start_at, field="--start")
+        except PriceError:
+            click.echo(f"batchd simulate: error: --start: {start_at!r} is not a date (YYYY-MM-DD) or a datetime "
+                       "on a whole hour (UTC)", err=True)
+            sys.exit(1)
     if as_html and not output:
         click.echo("batchd simulate: error: --html needs -o FILE", err=True)
         sys.exit(1)
@@ -116,7 +136,7 @@ def command(config_path: str, accounts_path: str | None, trace_path: str, fmt: s
         t0 = time.perf_counter()
         res = sim.run(t.jobs, until=until)
         wall = time.perf_counter() - t0
-        m = measure(res, price)
+        m = measure(res, price, start_epoch)
         m["policy"] = {"name": n, "settings": describe(n, lending)}
         m["settings"] = {"config": config_path, "accounts": accounts_path, "trace": trace_path, "format": fmt,
                          "teams": t.rule, "skipped_rows": t.skipped, "scale": scale, "load": load, "seed": seed,
@@ -156,6 +176,9 @@ def summary(results: dict[str, Any]) -> str:
     """One line per policy and team: the figures to compare designs by."""
     rows = [["POLICY", "TEAM", "WAIT p50", "p90", "GPU-h", "PREEMPT", "LOST GPU-h", "RECLAIM p50", "QUOTA SERVED",
              "UTIL", "JAIN"]]
+    billed = all(m["cluster"].get("bill") for m in results.values())
+    if billed:
+        rows[0].append("BILL")
     for n, m in results.items():
         c = m["cluster"]
         for t, r in m["teams"].items():
@@ -164,6 +187,8 @@ def summary(results: dict[str, Any]) -> str:
                          "-" if r["quota_served"] is None else f"{100 * r['quota_served']:.1f}%",
                          "-" if c["utilisation"] is None else f"{100 * c['utilisation']:.1f}%",
                          "-" if c["jain_index"] is None else f"{c['jain_index']:.3f}"])
+            if billed:
+                rows[-1].append(r.get("bill", "0.00"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "side by side\n" + "\n".join("  ".join(c.rjust(widths[i]) if i > 1 else c.ljust(widths[i])
                                                   for i, c in enumerate(r)) for r in rows) + "\n"

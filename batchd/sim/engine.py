@@ -85,6 +85,9 @@ class SimJob:
     entry: dict[str, Any] | None = None  # its snapshot entry, while `entry_key` holds
     entry_key: tuple | None = None
     terms: PriorityTerms | None = None  # its priority terms, for `entry` under the current fair share
+    tres: dict[str, float] = field(default_factory=dict)  # the current run's charged TRES
+    charges: list[tuple[float, float, dict[str, float], float]] = field(default_factory=list)
+    # (start, end, TRES, billing) of each run: what the bill prices
 
 
 @dataclass
@@ -105,6 +108,7 @@ class Result:
     cycles: int
     preemptions: list[tuple[float, int, int, str]]  # (time, victim, for, reason)
     settings: dict[str, Any]
+    prices: list[Any] = field(default_factory=list)  # the accounts file's [[price]] (batchd.model.Price)
 
 
 class Simulation:
@@ -121,6 +125,7 @@ class Simulation:
         self.account_of = account_of or {}
         self.users = users
         self.checkpoint_s = checkpoint_s
+        self.prices: list[Any] = []  # the design's prices, for the bill (from_files reads them)
         self.term_exit_s = term_exit_s  # how long a victim takes to exit after SIGTERM (None: all its grace time)
         self.policy = {**cfg.scheduler, **cfg.priority, "tres_billing_weights": cfg.tres_billing_weights,
                        **(policy or {})}
@@ -291,7 +296,7 @@ class Simulation:
         for j in list(running.values()):  # cut at --until: the runs so far count
             self._close_run(j, end, [])
         return Result(list(jobs.values()), samples, self.design, self.capacity, end, cycles, preemptions,
-                      {"policy": self.policy, "checkpoint_s": self.checkpoint_s})
+                      {"policy": self.policy, "checkpoint_s": self.checkpoint_s}, list(self.prices))
 
     def _usage_factor(self, j: SimJob) -> float:
         q = self.qos.get(self.qos_of(j) or "")
@@ -300,6 +305,7 @@ class Simulation:
     def _close_run(self, j: SimJob, now: float, ended: list[UsageCharge]) -> None:
         start = _start(j, now)
         j.runs.append((start, now, j.gpu_share))
+        j.charges.append((start, now, j.tres, j.bill))
         j.gpu_s += (now - start) * j.gpu_share
         ended.append(UsageCharge(f"{j.account}/{j.t.user}", j.bill, start, now, self._usage_factor(j)))
         j.run_seq += 1
@@ -344,6 +350,7 @@ class Simulation:
             j.state, j.start, j.alloc, j.charge = "RUNNING", now, st["allocation"], ch.record()
             j.gpu_share = float(ch.tres.get("gres/gpu", j.t.gpus))
             j.bill = billing(self.weights, ch.tres, parts=ch.billing_parts())
+            j.tres = dict(ch.tres)
             j.preemptor = False
             if j.first_start is None:
                 j.first_start = now
@@ -425,5 +432,10 @@ def from_files(config_path: str, accounts_path: str | None, trace: list[TraceJob
     base = {**cfg.scheduler, **cfg.priority, **(policy or {})}
     sched_accounts, sched_users, sched_policy, account_of = apply_policy(design, accounts, users, base,
                                                                          lending_fraction)
-    return Simulation(cfg, sched_accounts, sched_users, sched_policy, checkpoint_s, design=accounts,
-                      account_of=account_of, term_exit_s=term_exit_s)
+    sim = Simulation(cfg, sched_accounts, sched_users, sched_policy, checkpoint_s, design=accounts,
+                     account_of=account_of, term_exit_s=term_exit_s)
+    if doc.get("price") is not None:
+        from batchd.accounting.prices import parse_prices
+
+        sim.prices = parse_prices(doc)  # a PriceError (a ValueError) names the bad entry
+    return sim

@@ -17,12 +17,18 @@
   asked at all.
 - **utilisation**: allocated GPUs over the cluster's, over time (and its mean).
 - **Jain's index** over the teams' GPU-hours divided by their quota (teams with a quota).
-- **bill**: GPU-hours × the price per GPU-hour (`--price`), per team.
+- **bill**: each run priced as `batchd report` prices a usage record, by the accounts
+  file's `[[price]]` rate card (batchd.accounting.charge: the run's charged TRES, a MIG
+  instance or a shard at its own price or its card's share, cpu, mem per GiB, billing),
+  per whole second and hour of its run, virtual second 0 being `start_epoch` (unix
+  seconds; default the latest `valid_from` of the prices, so that today's card applies).
+  `cost` (with `--price`): GPU-hours × one price per GPU-hour, the rough figure.
 """
 
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from typing import Any
 
 from batchd.sim.engine import Result
@@ -47,7 +53,38 @@ def _quota(accounts: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
-def measure(res: Result, price_per_gpu_hour: float | None = None) -> dict[str, Any]:
+def bills(res: Result, start_epoch: float | None = None) -> tuple[dict[str, str], str, float] | None:
+    """Each team's bill by the rate card of `res.prices` (the module's doc): ({team: amount
+    as a decimal string}, currency, the epoch used); None without prices."""
+    from fractions import Fraction
+
+    from batchd.accounting.charge import charge_counts, run_seconds, split_hours, to_money, unit_price
+    from batchd.accounting.prices import PriceBook
+
+    if not res.prices:
+        return None
+    book = PriceBook(res.prices)
+    epoch = float(start_epoch) if start_epoch is not None else max(p.valid_from for p in res.prices)
+    cache: dict[tuple[str, int], Fraction | None] = {}
+    out: dict[str, Fraction] = {}
+    for j in res.jobs:
+        total = out.setdefault(j.team, Fraction(0))
+        for start, end, tres, bill in j.charges:
+            counts = charge_counts(tres, bill)
+            s0, s1 = run_seconds(epoch + start, epoch + end)
+            for hour, secs in split_hours(s0, s1):
+                for key, count in counts.items():
+                    ck = (key, hour)
+                    if ck not in cache:
+                        cache[ck] = unit_price(book, key, hour)
+                    price = cache[ck]
+                    if price is not None:
+                        total += price * secs * Fraction(count)
+        out[j.team] = total
+    return {t: str(to_money(v)) for t, v in sorted(out.items())}, book.currency, epoch
+
+
+def measure(res: Result, price_per_gpu_hour: float | None = None, start_epoch: float | None = None) -> dict[str, Any]:
     quota = _quota(res.accounts)
     teams = sorted({j.team for j in res.jobs} | set(quota))
     out: dict[str, Any] = {"teams": {}, "cluster": {}}
@@ -113,9 +150,17 @@ def measure(res: Result, price_per_gpu_hour: float | None = None) -> dict[str, A
         if t in quota and quota[t] > 0:
             shares.append(gpu_h / quota[t])
         out["teams"][t] = row
+    billed = bills(res, start_epoch)
+    if billed is not None:
+        amounts, currency, epoch = billed
+        for t, row in out["teams"].items():
+            row["bill"] = amounts.get(t, "0.00")
+        out["cluster"]["bill"] = {"currency": currency, "start_epoch": epoch,
+                                  "total": str(sum((Decimal(v) for v in amounts.values()), Decimal(0)))}
     all_waits = [j.first_start - j.t.submit_s for j in res.jobs if j.first_start is not None]
     jain = (sum(shares) ** 2 / (len(shares) * sum(x * x for x in shares))) if shares and any(shares) else None
     out["cluster"] = {
+        **out["cluster"],
         "jobs": len(res.jobs), "gpus": res.capacity_gpus, "span_s": round(span, 3), "cycles": res.cycles,
         "utilisation": round(busy / (span * res.capacity_gpus), 4) if span > 0 and res.capacity_gpus else None,
         "gpu_hours": round(sum(j.gpu_s for j in res.jobs) / 3600.0, 3),

@@ -134,6 +134,10 @@ def test_the_command(tmp_path):
     bad = subprocess.run([BATCHD, "simulate", "--config", CLUSTER, "--trace",
                           str(p), "--format", "alibaba"], capture_output=True, text=True)
     assert bad.returncode == 1 and bad.stderr.startswith("batchd simulate: error: --format alibaba needs --teams")
+    bad = subprocess.run([BATCHD, "simulate", "--config", CLUSTER, "--trace", str(p), "--start", "2026-01-01T00:30"],
+                         capture_output=True, text=True)
+    assert (bad.returncode, bad.stderr) == (1, "batchd simulate: error: --start: '2026-01-01T00:30' is not a date "
+                                                "(YYYY-MM-DD) or a datetime on a whole hour (UTC)\n")
 
 
 def test_policies_side_by_side():
@@ -223,3 +227,38 @@ def test_history_from_sacct_json(tmp_path):
         bad = tmp_path / "bad.json"
         bad.write_text("{}")
         read_sacct_json(bad)
+
+
+def test_the_bill_prices_each_run_by_the_rate_card(tmp_path):
+    """Each run is priced as `batchd report` prices a usage record: its charged TRES by the
+    accounts file's [[price]], hour by hour (a new price from 01:00 applies from then on)."""
+    accounts = tmp_path / "accounts.toml"
+    accounts.write_text(Path(ACCOUNTS).read_text() + """
+[[price]]
+tres = "gres/gpu:t4"
+per_hour = "1.00"
+currency = "EUR"
+valid_from = "2026-01-01"
+[[price]]
+tres = "gres/gpu:t4"
+per_hour = "2.00"
+currency = "EUR"
+valid_from = "2026-01-01T01:00:00Z"
+[[price]]
+tres = "cpu"
+per_hour = "0.36"
+currency = "EUR"
+valid_from = "2026-01-01"
+""")
+    trace = [job(1, 0, 5400, 1, "A", "alice"), job(2, 0, 1800, 2, "B", "bob")]
+    sim = from_files(CLUSTER, str(accounts), trace)
+    res = sim.run(trace)
+    midnight = 1767225600  # 2026-01-01T00:00:00Z
+    m = measure(res, start_epoch=midnight)
+    # A: 1 card 1 h at 1.00 + 0.5 h at 2.00, 1 CPU 1.5 h at 0.36; B: 2 cards 0.5 h at 1.00, 1 CPU 0.5 h
+    assert (m["teams"]["A"]["bill"], m["teams"]["B"]["bill"]) == ("2.54", "1.18")
+    assert m["cluster"]["bill"] == {"currency": "EUR", "start_epoch": midnight, "total": "3.72"}
+    # by default virtual second 0 is the latest price's start: today's prices throughout
+    m = measure(res)
+    assert (m["teams"]["A"]["bill"], m["teams"]["B"]["bill"]) == ("3.54", "2.18")
+    assert measure(run(trace)[0])["cluster"].get("bill") is None  # no rate card, no bill
