@@ -29,13 +29,13 @@ def _s(v: float | None) -> str:
 
 
 def render(m: dict[str, Any], header: list[str]) -> str:
-    rows = [["TEAM", "JOBS", "WAIT p50", "p90", "p99", "JCT p50", "GPU-h", "BORROWED", "LENT", "PREEMPT",
+    rows = [["TEAM", "JOBS", "NEVER", "WAIT p50", "p90", "p99", "JCT p50", "GPU-h", "BORROWED", "LENT", "PREEMPT",
              "LOST GPU-h", "RECLAIM p50", "QUOTA SERVED"]]
     bill = m["cluster"].get("bill")
     if bill:
         rows[0].append(f"BILL {bill['currency']}".rstrip())
     for t, r in m["teams"].items():
-        rows.append([t, str(r["jobs"]), _s(r["wait_s"]["median"]), _s(r["wait_s"]["p90"]), _s(r["wait_s"]["p99"]),
+        rows.append([t, str(r["jobs"]), str(r["never_runnable"]), _s(r["wait_s"]["median"]), _s(r["wait_s"]["p90"]), _s(r["wait_s"]["p99"]),
                      _s(r["completion_s"]["median"]), f"{r['gpu_hours']:.1f}", f"{r['borrowed_gpu_hours']:.1f}",
                      f"{r['lent_gpu_hours']:.1f}", str(r["preemptions"]), f"{r['lost_gpu_hours']:.1f}",
                      _s(r["reclaim_latency_s"]["median"]),
@@ -66,6 +66,8 @@ def render(m: dict[str, Any], header: list[str]) -> str:
               '"hash:serving=6,training=6,notebooks=4".')
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the hash team rule and of --load.")
 @click.option("--max-duration", type=float, default=None, help="Leave out jobs longer than this (seconds, as traced).")
+@click.option("--skip", "skip_s", type=float, default=0.0, show_default=True,
+              help="Leave out the jobs submitted in the first SECONDS of the trace (as traced).")
 @click.option("--scale", type=float, default=1.0, show_default=True, help="Divide every time by this.")
 @click.option("--load", type=float, default=1.0, show_default=True, help="Thin (< 1) or repeat (> 1) arrivals.")
 @click.option("--until", type=float, default=None, help="Stop at this virtual second (after scaling).")
@@ -88,7 +90,7 @@ def render(m: dict[str, Any], header: list[str]) -> str:
 @click.option("--html", "as_html", is_flag=True, help="Write one self-contained HTML page with plots (needs -o).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="The file --html writes.")
 def command(config_path: str, accounts_path: str | None, trace_path: str, fmt: str, teams: str | None, seed: int,
-            max_duration: float | None, scale: float, load: float, until: float | None, checkpoint: float,
+            max_duration: float | None, skip_s: float, scale: float, load: float, until: float | None, checkpoint: float,
             term_exit: float | None, price: float | None, start_at: str | None, policy_name: str, compare: bool, lending: float, as_json: bool, as_html: bool,
             output: str | None) -> None:
     from batchd.sim import trace as tr
@@ -118,7 +120,7 @@ def command(config_path: str, accounts_path: str | None, trace_path: str, fmt: s
             t = tr.read_sacct_json(trace_path)
         else:
             t = tr.read_csv(trace_path)
-        t = tr.transform(t, scale=scale, load=load, seed=seed)
+        t = tr.transform(t, scale=scale, load=load, seed=seed, skip_s=skip_s)
         if not t.jobs:
             raise ValueError("the trace has no job to replay")
         names = list(POLICIES) if compare else [policy_name]
@@ -139,7 +141,7 @@ def command(config_path: str, accounts_path: str | None, trace_path: str, fmt: s
         m = measure(res, price, start_epoch)
         m["policy"] = {"name": n, "settings": describe(n, lending)}
         m["settings"] = {"config": config_path, "accounts": accounts_path, "trace": trace_path, "format": fmt,
-                         "teams": t.rule, "skipped_rows": t.skipped, "scale": scale, "load": load, "seed": seed,
+                         "teams": t.rule, "skipped_rows": t.skipped, "skip_s": skip_s, "scale": scale, "load": load, "seed": seed,
                          "checkpoint_s": checkpoint, "until": until, "wall_s": round(wall, 3)}
         results[n] = m
         if as_html:

@@ -78,6 +78,7 @@ class SimJob:
     submitted: float | None = None  # its submit time as the scheduler sees it (a requeue submits it anew)
     eligible_at: float = 0.0      # not before (the hold-off after a requeue)
     preemptor: bool = False
+    never: bool = False           # larger than its account's GPU limit or the cluster: it can never start
     preemptions: int = 0
     lost_gpu_s: float = 0.0
     gpu_s: float = 0.0            # GPU-seconds of all its runs
@@ -159,6 +160,19 @@ class Simulation:
         self._prio_ctx: PriorityContext | None = None
         self._last_loaded: Any = None  # the last cycle's Snapshot (its parsed jobs are reused)
         self._now = 0.0
+        by_name = {a["name"]: a for a in accounts}
+        self.gpu_cap: dict[str, float] = {}  # account -> the most GPUs its jobs may hold (its path's limits)
+        for a in accounts:
+            cap: float = self.capacity
+            cur: dict[str, Any] | None = a
+            while cur is not None:
+                r = (cur.get("resources") or {}).get("gres/gpu")
+                if r is not None:
+                    lim = float(r.get("limit", r.get("quota", -1)))  # an unset limit is the quota
+                    if lim >= 0:
+                        cap = min(cap, lim)
+                cur = by_name.get(cur.get("parent") or "")
+            self.gpu_cap[a["name"]] = cap
 
     # ------------------------------------------------------------------ snapshot
     def _request(self, j: SimJob) -> dict[str, Any]:
@@ -234,7 +248,8 @@ class Simulation:
         jobs: dict[int, SimJob] = {}
         for t in trace:
             team = t.team if t.team in known else (self.default_account or "default")
-            jobs[t.id] = SimJob(t, self.account_of.get(team, team), team)
+            j = jobs[t.id] = SimJob(t, self.account_of.get(team, team), team)
+            j.never = t.gpus > self.gpu_cap.get(j.account, self.capacity) + 1e-9
         events: list[tuple[float, int, int, int, int]] = []  # (time, kind, order, job, run_seq)
         order = 0
         for t in trace:
@@ -384,7 +399,8 @@ class Simulation:
             alloc[j.team] = alloc.get(j.team, 0.0) + j.gpu_share
         demand = dict(alloc)
         for j in pending.values():
-            demand[j.team] = demand.get(j.team, 0.0) + j.t.gpus
+            if not j.never:  # a job that can never start asks for nothing the design could give
+                demand[j.team] = demand.get(j.team, 0.0) + j.t.gpus
         return Sample(now, alloc, demand)
 
 

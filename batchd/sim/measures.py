@@ -1,6 +1,8 @@
 """What a simulated run measures, per team and for the cluster (docs/simulate.md, "Measures").
 
 - **wait**: first start − submit, of the jobs that started (median, p90, p99; nearest rank).
+- **never runnable**: jobs larger than their account's GPU limit (along its parents) or
+  the cluster: they pend for ever, and count in no team's demand.
 - **completion**: end − submit, of the jobs that ended (COMPLETED or TIMEOUT).
 - **GPU-hours**: the runs' `gres/gpu` (a card's share for MIG and shards) × hours, every
   run counted, preempted ones too.
@@ -134,6 +136,7 @@ def measure(res: Result, price_per_gpu_hour: float | None = None, start_epoch: f
         gpu_h = sum(j.gpu_s for j in mine) / 3600.0
         row = {
             "jobs": len(mine), "started": len(waits), "ended": len(jct),
+            "never_runnable": sum(1 for j in mine if j.never),
             "timeouts": sum(1 for j in mine if j.state == "TIMEOUT"),
             "wait_s": {"median": pct(waits, 50), "p90": pct(waits, 90), "p99": pct(waits, 99)},
             "completion_s": {"median": pct(jct, 50), "p90": pct(jct, 90), "p99": pct(jct, 99)},
@@ -161,7 +164,7 @@ def measure(res: Result, price_per_gpu_hour: float | None = None, start_epoch: f
     jain = (sum(shares) ** 2 / (len(shares) * sum(x * x for x in shares))) if shares and any(shares) else None
     out["cluster"] = {
         **out["cluster"],
-        "jobs": len(res.jobs), "gpus": res.capacity_gpus, "span_s": round(span, 3), "cycles": res.cycles,
+        "jobs": len(res.jobs), "never_runnable": sum(1 for j in res.jobs if j.never), "gpus": res.capacity_gpus, "span_s": round(span, 3), "cycles": res.cycles,
         "utilisation": round(busy / (span * res.capacity_gpus), 4) if span > 0 and res.capacity_gpus else None,
         "gpu_hours": round(sum(j.gpu_s for j in res.jobs) / 3600.0, 3),
         "wait_s": {"median": pct(all_waits, 50), "p90": pct(all_waits, 90), "p99": pct(all_waits, 99)},

@@ -218,13 +218,23 @@ def renumber(jobs: list[TraceJob]) -> list[TraceJob]:
     return [replace(j, id=i + 1) for i, j in enumerate(jobs)]
 
 
-def transform(trace: Trace, scale: float = 1.0, load: float = 1.0, seed: int = 1, start_at_zero: bool = True) -> Trace:
-    """Times divided by `scale`; arrivals thinned (load < 1, a seeded draw) or repeated
+def transform(trace: Trace, scale: float = 1.0, load: float = 1.0, seed: int = 1, start_at_zero: bool = True,
+              skip_s: float = 0.0) -> Trace:
+    """Jobs submitted in the first `skip_s` seconds of the trace left out (counted as
+    skipped); times divided by `scale`; arrivals thinned (load < 1, a seeded draw) or repeated
     (load > 1: each job whole times, then the fraction by a draw; a copy arrives half
     way to the next arrival)."""
     if scale <= 0 or load <= 0:
         raise ValueError("scale and load must be > 0")
+    if skip_s < 0:
+        raise ValueError("skip must be >= 0 seconds")
     jobs = sorted(trace.jobs, key=lambda j: (j.submit_s, j.id))
+    skipped = trace.skipped
+    if skip_s and jobs:
+        first = jobs[0].submit_s
+        kept = [j for j in jobs if j.submit_s - first >= skip_s]
+        skipped += len(jobs) - len(kept)
+        jobs = kept
     t0 = jobs[0].submit_s if jobs and start_at_zero else 0.0
     out: list[TraceJob] = []
     for i, j in enumerate(jobs):
@@ -236,4 +246,4 @@ def transform(trace: Trace, scale: float = 1.0, load: float = 1.0, seed: int = 1
                                time_limit_s=None if j.time_limit_s is None else j.time_limit_s / scale,
                                checkpoint_s=j.checkpoint_s / scale))
     out.sort(key=lambda j: (j.submit_s, j.id))
-    return Trace(renumber(out), trace.source, trace.rule, trace.skipped)
+    return Trace(renumber(out), trace.source, trace.rule, skipped)

@@ -262,3 +262,17 @@ valid_from = "2026-01-01"
     m = measure(res)
     assert (m["teams"]["A"]["bill"], m["teams"]["B"]["bill"]) == ("3.54", "2.18")
     assert measure(run(trace)[0])["cluster"].get("bill") is None  # no rate card, no bill
+
+
+def test_a_job_over_its_accounts_limit_never_runs_and_asks_for_nothing(tmp_path):
+    """B may hold 2 cards: its 3-card job pends for ever, is counted as never runnable, and
+    B's demand (and so its quota served) leaves it out; --skip drops the first jobs."""
+    res, jobs, m = run([job(1, 0, 100, 3, "B", "bob"), job(2, 10, 100, 1, "B", "bob")])
+    assert jobs[1].first_start is None and jobs[1].never and not jobs[2].never
+    assert m["teams"]["B"]["never_runnable"] == 1 and m["cluster"]["never_runnable"] == 1
+    assert m["teams"]["B"]["quota_served"] == 1.0  # it held all it could ask for
+    p = tmp_path / "t.csv"
+    p.write_text("submit_s,duration_s,gpus,team\n100,5,1,A\n150,5,1,A\n400,5,1,A\n")
+    t = transform(read_csv(p), skip_s=50)
+    assert [(j.submit_s, j.id) for j in t.jobs] == [(0, 1), (250, 2)] and t.skipped == 1
+
