@@ -3,11 +3,16 @@
 16-GPU example in under 60 s, 100,000 jobs in under 10 minutes, under 1 GB).
 
     .venv/bin/python bench/bench_simulate.py [--load 1] [--until SECONDS] [--max-duration S]
+    .venv/bin/python bench/bench_simulate.py --jobs 100000 [--busy 0.6]
 
 Replays ../shared/data/traces/alibaba_openb_2023_jobs.csv (its GPU pods that started,
 teams by a seeded hash weighted by the example's quotas, serving=6,training=6,notebooks=4)
 on examples/cluster-16gpu.toml with examples/accounts-16gpu.toml, in this process.
 Prints the jobs, the cycles, the wall time, the time per cycle and the peak RSS.
+
+`--jobs N` replays N jobs drawn (seeded, with replacement) from the trace's pods of day 118
+on (their GPUs, durations and teams), arriving as a Poisson process whose offered load is
+`--busy` of the 16 cards: the 100,000-job goal.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ def main() -> None:
     ap.add_argument("--load", type=float, default=1.0)
     ap.add_argument("--until", type=float, default=None)
     ap.add_argument("--max-duration", type=float, default=None)
+    ap.add_argument("--jobs", type=int, default=None)
+    ap.add_argument("--busy", type=float, default=0.6)
     args = ap.parse_args()
     from batchd.sim import trace as tr
     from batchd.sim.engine import from_files
@@ -35,6 +42,8 @@ def main() -> None:
 
     t = tr.transform(tr.read_alibaba(args.trace, "hash:serving=6,training=6,notebooks=4",
                                      max_duration_s=args.max_duration), load=args.load)
+    if args.jobs:
+        t = synthetic(t, args.jobs, args.busy)
     sim = from_files(str(ROOT / "examples" / "cluster-16gpu.toml"), str(ROOT / "examples" / "accounts-16gpu.toml"),
                      t.jobs)
     t0 = time.perf_counter()
@@ -47,6 +56,24 @@ def main() -> None:
           f"({1000 * wall / max(res.cycles, 1):.1f} ms a cycle); peak RSS {rss_mb:.0f} MB; "
           f"utilisation {m['cluster']['utilisation']}")
     sys.stdout.flush()
+
+
+def synthetic(t, n: int, busy: float, gpus: float = 16.0, seed: int = 1):
+    import random
+    from dataclasses import replace
+
+    from batchd.sim import trace as tr
+
+    pool = [j for j in t.jobs if j.submit_s >= 118 * 86400]
+    rnd = random.Random(seed)
+    picks = [rnd.choice(pool) for _ in range(n)]
+    mean_work = sum(j.gpus * j.duration_s for j in picks) / n
+    rate = busy * gpus / mean_work  # arrivals a second for that offered load
+    now, out = 0.0, []
+    for j in picks:
+        now += rnd.expovariate(rate)
+        out.append(replace(j, submit_s=now))
+    return tr.Trace(tr.renumber(out), t.source, t.rule + f"; {n} jobs drawn, offered load {busy:g}")
 
 
 if __name__ == "__main__":
