@@ -26,6 +26,7 @@ class JobRT:
     charge: dict[str, float] = {}
     started = False
     evicted = False
+    evict_seq = -1            # its place among the cycle's evictions, while evicted (Session.evict)
     end_time: float | None = None
     qos_max: float | None = None
     typed: list[tuple[str, int]] = []

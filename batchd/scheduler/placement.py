@@ -301,8 +301,17 @@ def take(node: NodeRT, tasks: int, needs: list[tuple[str, int]], cpu: float, mem
         want -= len(got)
         if want > 0 and allow_rel:
             rl = node.rel.get(t, [])
-            more = rl[:want]
-            del rl[:len(more)]
+            if want < len(rl):
+                # the devices of the victims evicted first (the victim order), then by device
+                # order: which of two equal victims is spared must not follow GPU indices
+                owner = node.rel_owner
+                more = sorted(rl, key=lambda s: (getattr(owner.get(s.key), "evict_seq", -1), s.order))[:want]
+                chosen = {id(s) for s in more}
+                rl[:] = [s for s in rl if id(s) not in chosen]
+                more.sort(key=lambda s: s.order)
+            else:
+                more = rl[:want]
+                del rl[:len(more)]
             for s in more:
                 tk.rel_slots.append((s, node.rel_owner.pop(s.key)))
                 if node.card_cap:

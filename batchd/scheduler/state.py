@@ -485,6 +485,7 @@ class Session:
         if j.assoc is not None or self.run_mins:
             assoc_add(self, j, -1.0)
         j.evicted = True
+        j.evict_seq = len(self.preempts)  # its place in this cycle's evictions (placement.take)
         self.preempts.append((j, reason, for_job, policy))
 
         def undo() -> None:
