@@ -187,10 +187,6 @@ def _pending_tres(per_task: dict, tasks: int, nodes: Any) -> dict[str, float]:
     return out
 
 
-def _age(job: dict, now: float, max_age: float) -> float:
-    return _age_at(_age_from(job), now, max_age)
-
-
 def _age_from(job: dict) -> tuple[float | None, float | None]:
     """(the time the job's age counts from, its begin time): (None, None) when it does not
     accrue age at all (held, or waiting for a dependency)."""
@@ -266,7 +262,6 @@ class PriorityTerms:
     """One job's priority apart from its age, which moves with `now` (`priority_at`)."""
 
     job: dict
-    n_age: float                  # the age factor at the context's `now`
     since: tuple[float | None, float | None]  # what the age counts from (`_age_from`)
     rest: tuple[float, ...]       # the weighted assoc, fairshare, jobsize, partition, qos factors
     norm: tuple[float, ...]       # their normalised factors
@@ -279,9 +274,11 @@ class PriorityTerms:
     admin: Any
 
 
-def priority_context(snapshot: dict, policy: dict) -> PriorityContext:
-    """The shared part of the priorities of `snapshot` (policy merged, see `job_factors`)."""
-    jobs = active_jobs(snapshot)
+def priority_context(snapshot: dict, policy: dict, jobs: list[dict] | None = None) -> PriorityContext:
+    """The shared part of the priorities of `snapshot` (policy merged, see `job_factors`);
+    `jobs`: its `active_jobs`, when the caller has them already."""
+    if jobs is None:
+        jobs = active_jobs(snapshot)
     totals, n_active, c_active = cluster_tres(snapshot)
     wt = tres_weights(policy)
     max_part = _max_of([float(p.get("priority_job_factor", 0) or 0) for p in snapshot.get("partitions") or []]
@@ -336,7 +333,7 @@ def priority_terms(ctx: PriorityContext, j: dict, fs_factors: dict[str, float]) 
     reason = j.get("reason")
     since = _age_from(j)
     return PriorityTerms(
-        j, _age_at(since, ctx.now, ctx.max_age_s), since,
+        j, since,
         (n_assoc * w_assoc, n_fs * w_fs, n_js * w_js, n_part * w_part, n_qos * w_qos),
         (n_assoc, n_fs, n_js, n_part, n_qos), tres_norm, tres_w, sum(tres_w.values()),
         int(j.get("site_factor", 0) or 0), int(j.get("nice", 0) or 0),
@@ -379,17 +376,19 @@ def job_factors(snapshot: dict, policy: dict, fs_factors: dict[str, float], deta
     "account/user" to the fair-share factor (``compute_shares``). With ``detail=False``
     only ``(job id, priority)`` pairs, the same numbers without the per-factor
     dictionaries (the scheduler's hot path)."""
-    ctx = priority_context(snapshot, policy)
+    jobs = active_jobs(snapshot)
+    ctx = priority_context(snapshot, policy, jobs)
     out: list[Any] = []
-    for j in active_jobs(snapshot):
+    for j in jobs:
         t = priority_terms(ctx, j, fs_factors)
-        exact = _exact(ctx, t, t.n_age)
+        n_age = _age_at(t.since, ctx.now, ctx.max_age_s)
+        exact = _exact(ctx, t, n_age)
         prio = _integer(t, exact)
         if not detail:
             out.append((str(j.get("id")), prio))
             continue
-        norm = dict(zip(FACTORS, (t.n_age, *t.norm), strict=True))
-        weighted = dict(zip(FACTORS, (t.n_age * ctx.weights[0], *t.rest), strict=True))
+        norm = dict(zip(FACTORS, (n_age, *t.norm), strict=True))
+        weighted = dict(zip(FACTORS, (n_age * ctx.weights[0], *t.rest), strict=True))
         out.append(JobFactors(str(j.get("id")), str(j.get("user", "")), str(j.get("account", "")),
                               str(j.get("partition") or ctx.default_part), str(j.get("qos") or "normal"),
                               str(j.get("state", "PENDING")).upper(), prio, exact, t.site, t.nice, t.held,

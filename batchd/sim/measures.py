@@ -57,32 +57,29 @@ def _quota(accounts: list[dict[str, Any]]) -> dict[str, float]:
 
 def bills(res: Result, start_epoch: float | None = None) -> tuple[dict[str, str], str, float] | None:
     """Each team's bill by the rate card of `res.prices` (the module's doc): ({team: amount
-    as a decimal string}, currency, the epoch used); None without prices."""
+    as a decimal string}, currency, the epoch used); None without prices. The runs are
+    rolled up per hour as the report's rollup does (`batchd.accounting.rollup.add_run`) and
+    each hour's TRES-seconds priced at that hour."""
+    from collections import defaultdict
     from fractions import Fraction
 
-    from batchd.accounting.charge import charge_counts, run_seconds, split_hours, to_money, unit_price
+    from batchd.accounting.charge import to_money, unit_price
     from batchd.accounting.prices import PriceBook
+    from batchd.accounting.rollup import add_run
 
     if not res.prices:
         return None
     book = PriceBook(res.prices)
     epoch = float(start_epoch) if start_epoch is not None else max(p.valid_from for p in res.prices)
-    cache: dict[tuple[str, int], Fraction | None] = {}
-    out: dict[str, Fraction] = {}
+    sums: dict = defaultdict(float)
     for j in res.jobs:
-        total = out.setdefault(j.team, Fraction(0))
         for start, end, tres, bill in j.charges:
-            counts = charge_counts(tres, bill)
-            s0, s1 = run_seconds(epoch + start, epoch + end)
-            for hour, secs in split_hours(s0, s1):
-                for key, count in counts.items():
-                    ck = (key, hour)
-                    if ck not in cache:
-                        cache[ck] = unit_price(book, key, hour)
-                    price = cache[ck]
-                    if price is not None:
-                        total += price * secs * Fraction(count)
-        out[j.team] = total
+            add_run(sums, j.team, j.t.user, "", tres, bill, epoch + start, epoch + end)
+    out: dict[str, Fraction] = {j.team: Fraction(0) for j in res.jobs}
+    for (hour, team, _user, _node, _gtype, key), amount in sums.items():
+        price = unit_price(book, key, hour)
+        if price:
+            out[team] += price * Fraction(amount)
     return {t: str(to_money(v)) for t, v in sorted(out.items())}, book.currency, epoch
 
 
