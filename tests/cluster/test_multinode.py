@@ -89,6 +89,11 @@ def test_dead_agent_node_goes_down_and_its_jobs_are_requeued_then_reconciled(pgc
         c.wait(ctl, lambda jid=jid: _running_on(c, ctl, jid), f"job {jid} running")
     on_victim = [jid for jid in jobs if victim_node in c.jobs(ctl)[jid]["gres"]]
     assert len(on_victim) == 1
+    # squeue says RUNNING once the controller allocates; the node's supervisor launches the
+    # run a moment later. Kill the node only once the run has begun there (its started.json),
+    # or there is no orphaned run for the returning node to end.
+    started = c.root / victim_node / "state" / "spool" / f"job.{on_victim[0]}.0" / "started.json"
+    c.wait(ctl, lambda: started.exists(), "the run to begin on the victim node", timeout=30)
     c.kill(victim_node, signal.SIGKILL)
     # the controller marks the node DOWN after node_timeout_s and requeues its job
     c.wait(ctl, lambda: "down" in c.run(ctl, "sinfo", "-N", "-h", "-n", victim_node).stdout.lower(),
