@@ -150,17 +150,9 @@ def measure(res: Result, price_per_gpu_hour: float | None = None, start_epoch: f
         if t in quota and quota[t] > 0:
             shares.append(gpu_h / quota[t])
         out["teams"][t] = row
-    billed = bills(res, start_epoch)
-    if billed is not None:
-        amounts, currency, epoch = billed
-        for t, row in out["teams"].items():
-            row["bill"] = amounts.get(t, "0.00")
-        out["cluster"]["bill"] = {"currency": currency, "start_epoch": epoch,
-                                  "total": str(sum((Decimal(v) for v in amounts.values()), Decimal(0)))}
     all_waits = [j.first_start - j.t.submit_s for j in res.jobs if j.first_start is not None]
     jain = (sum(shares) ** 2 / (len(shares) * sum(x * x for x in shares))) if shares and any(shares) else None
     out["cluster"] = {
-        **out["cluster"],
         "jobs": len(res.jobs), "never_runnable": sum(1 for j in res.jobs if j.never), "gpus": res.capacity_gpus, "span_s": round(span, 3), "cycles": res.cycles,
         "utilisation": round(busy / (span * res.capacity_gpus), 4) if span > 0 and res.capacity_gpus else None,
         "gpu_hours": round(sum(j.gpu_s for j in res.jobs) / 3600.0, 3),
@@ -169,6 +161,13 @@ def measure(res: Result, price_per_gpu_hour: float | None = None, start_epoch: f
         "lost_gpu_hours": round(sum(j.lost_gpu_s for j in res.jobs) / 3600.0, 3),
         "jain_index": None if jain is None else round(jain, 4),
     }
+    billed = bills(res, start_epoch)
+    if billed is not None:
+        amounts, currency, epoch = billed
+        for t, row in out["teams"].items():
+            row["bill"] = amounts.get(t, "0.00")
+        out["cluster"]["bill"] = {"currency": currency, "start_epoch": epoch,
+                                  "total": str(sum((Decimal(v) for v in amounts.values()), Decimal(0)))}
     return out
 
 

@@ -92,8 +92,10 @@ def test_dead_agent_node_goes_down_and_its_jobs_are_requeued_then_reconciled(pgc
     # squeue says RUNNING once the controller allocates; the node's supervisor launches the
     # run a moment later. Kill the node only once the run has begun there (its started.json),
     # or there is no orphaned run for the returning node to end.
-    started = c.root / victim_node / "state" / "spool" / f"job.{on_victim[0]}.0" / "started.json"
-    c.wait(ctl, lambda: started.exists(), "the run to begin on the victim node", timeout=30)
+    from batchd.node.spool import EXIT, STARTED
+
+    jobdir = c.root / victim_node / "state" / "spool" / f"job.{on_victim[0]}.0"
+    c.wait(ctl, lambda: (jobdir / STARTED).exists(), "the run to begin on the victim node", timeout=30)
     c.kill(victim_node, signal.SIGKILL)
     # the controller marks the node DOWN after node_timeout_s and requeues its job
     c.wait(ctl, lambda: "down" in c.run(ctl, "sinfo", "-N", "-h", "-n", victim_node).stdout.lower(),
@@ -109,7 +111,7 @@ def test_dead_agent_node_goes_down_and_its_jobs_are_requeued_then_reconciled(pgc
     # database kept exactly one record of it (NODE_FAIL, written by the controller)
     import json
 
-    exit_file = c.root / victim_node / "state" / "spool" / f"job.{on_victim[0]}.0" / "exit.json"
+    exit_file = jobdir / EXIT
     c.wait(ctl, lambda: exit_file.exists(), "the orphaned run to be ended on the returning node", timeout=30)
     assert json.loads(exit_file.read_text())["requested"] == "node_fail"
     from batchd.cli.client import request
