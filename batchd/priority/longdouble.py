@@ -20,15 +20,18 @@ from fractions import Fraction
 __all__ = ["ld", "ld_div", "dbl"]
 
 _MANT_BITS = 64
+_ZERO = Fraction(0)
 
 
 def _round(x: Fraction, bits: int) -> Fraction:
-    if x == 0:
-        return Fraction(0)
-    neg = x < 0
-    if neg:
-        x = -x
     n, d = x.numerator, x.denominator
+    if n == 0:
+        return _ZERO
+    neg = n < 0
+    if neg:
+        n = -n
+    if d & (d - 1) == 0 and n.bit_length() <= bits:
+        return x  # representable already (a double, or an earlier result)
     # exponent e such that 2**(bits-1) <= x * 2**-e < 2**bits
     e = n.bit_length() - d.bit_length() - bits
     while True:
@@ -44,8 +47,8 @@ def _round(x: Fraction, bits: int) -> Fraction:
     twice = 2 * r
     if twice > scaled_d or (twice == scaled_d and q & 1):
         q += 1  # may carry to 2**bits, still exactly representable
-    out = Fraction(q) * (Fraction(2) ** e)
-    return -out if neg else out
+    m = -q if neg else q
+    return Fraction(m << e) if e >= 0 else Fraction(m, 1 << -e)
 
 
 def ld(x: Fraction | int | float) -> Fraction:

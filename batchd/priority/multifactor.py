@@ -47,7 +47,6 @@ profile's TRES and its card share toward ``gres/gpu``; shards their card share).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -58,7 +57,8 @@ from batchd.slurm.gres import SHARE_SEP, Charge, charge_of_allocation, node_inve
 from batchd.slurm.tres import normalize_tres_name, parse_tres, tres_sort_key
 
 __all__ = ["JobFactors", "PriorityContext", "PriorityTerms", "job_factors", "job_tres", "job_charge", "cluster_tres",
-           "priority_at", "priority_context", "priority_terms", "with_fairshare"]
+           "priority_at", "priority_context", "priority_horizon", "priority_terms", "with_fairshare",
+           "with_fairshare_factor"]
 
 MAX_PRIORITY = 4294967295
 _MIG_SLICES = re.compile(r"(?:^|[_:])(\d+)g\.\d+gb$")
@@ -359,14 +359,43 @@ def priority_at(ctx: PriorityContext, t: PriorityTerms, now: float) -> int:
     return _integer(t, _exact(ctx, t, _age_at(t.since, now, ctx.max_age_s)))
 
 
+def priority_horizon(ctx: PriorityContext, t: PriorityTerms, now: float) -> float:
+    """A time after `now` until which `priority_at(ctx, t, ...)` should stay what it is at
+    `now` (inf: it never changes), for a caller that asks again and again as time goes by
+    (`batchd simulate`). A guess the caller checks: the priority is a non-decreasing
+    function of the time (the age factor is zero before the begin time, then `min(1, (now -
+    since) / max_age)`, and every later step, float products and sums, `max`, truncation,
+    the cap, is monotone, rounding included), so where `priority_at` gives the same at `now`
+    and at the horizon, it gives that all the time between. (Python 3.12's `sum` of floats
+    is compensated; its result is the correctly rounded sum in all but contrived cases, which
+    is monotone too.)"""
+    w_age, max_age = ctx.weights[0], ctx.max_age_s
+    since, begin = t.since
+    if t.admin is not None or t.held or since is None or w_age <= 0 or max_age <= 0:
+        return math.inf  # no age term that moves
+    sat = since + max_age
+    if begin is not None and begin > now:
+        return math.nextafter(begin, -math.inf)  # no age before the begin time
+    if now >= sat:
+        return math.inf  # saturated
+    exact = _exact(ctx, t, _age_at(t.since, now, max_age))
+    # where the age term should take the sum to the next integer, a little before
+    step = (math.floor(max(exact, 1.0)) + 1 - exact) * max_age / w_age
+    return min(now + step * (1 - 1e-9), sat)
+
+
 def with_fairshare(ctx: PriorityContext, t: PriorityTerms, fs_factors: dict[str, float]) -> PriorityTerms:
     """`t` under other fair-share factors (the rest of the job unchanged): what
     `priority_terms` gives for the same job with `fs_factors`."""
     j = t.job
-    n_fs = fs_factors.get(f"{j.get('account')}/{j.get('user')}", 0.0)
-    rest, norm = list(t.rest), list(t.norm)
-    rest[1], norm[1] = n_fs * ctx.weights[2], n_fs
-    return dataclasses.replace(t, rest=tuple(rest), norm=tuple(norm))
+    return with_fairshare_factor(ctx, t, fs_factors.get(f"{j.get('account')}/{j.get('user')}", 0.0))
+
+
+def with_fairshare_factor(ctx: PriorityContext, t: PriorityTerms, n_fs: float) -> PriorityTerms:
+    """`t` with the fair-share factor `n_fs` (`with_fairshare` for one job's factor)."""
+    r, n = t.rest, t.norm
+    return PriorityTerms(t.job, t.since, (r[0], n_fs * ctx.weights[2], *r[2:]), (n[0], n_fs, *n[2:]), t.tres_norm,
+                         t.tres_w, t.tres_sum, t.site, t.nice, t.held, t.admin)
 
 
 def job_factors(snapshot: dict, policy: dict, fs_factors: dict[str, float], detail: bool = True) -> list[Any]:

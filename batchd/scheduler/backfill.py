@@ -22,7 +22,7 @@ import bisect
 from typing import Any
 
 from .job import JobRT
-from .placement import NodeRT, choose, per_task_vector
+from .placement import BIG, NodeRT, choose, per_task_vector, tasks_fit
 from .state import Session
 
 INF = float("inf")
@@ -49,11 +49,52 @@ def _full(n: NodeRT) -> dict[str, float]:
     return c
 
 
+def _reservation_bound(later: list[Reservation], allowed: list[NodeRT], vec: dict[str, float], tasks: int,
+                       nodes: int | None) -> list[int] | None:
+    """The most tasks of `vec` each node can take within the spare room of every reservation
+    in `later`; None when even that cannot hold the gang."""
+    out = []
+    for n in allowed:
+        f = BIG
+        for r in later:
+            sp = r.spare.get(n)
+            if sp:
+                for k, v in vec.items():
+                    if v > 0 and k in sp:  # a key the spare room does not name is not capped by it
+                        c = sp[k]
+                        m = int(c // v + 1e-9) if c >= v else 0
+                        if m < f:
+                            f = m
+        out.append(f)
+    return out if _enough(out, tasks, nodes) else None
+
+
+def _enough(fits: list[int], tasks: int, nodes: int | None) -> bool:
+    """Whether nodes taking these many tasks each can hold `tasks` on `nodes` nodes: a
+    necessary condition for `choose` to find a placement."""
+    total = 0
+    used = 0
+    for f in fits:
+        if f > 0:
+            total += min(f, tasks)
+            used += 1
+    return total >= tasks and (nodes is None or used >= nodes)
+
+
+def _may_fit(avail: dict[NodeRT, dict[str, float]], allowed: list[NodeRT], vec: dict[str, float],
+             bound: list[int], tasks: int, nodes: int | None) -> bool:
+    """Whether the gang could fit in `avail`, each node capped by `bound` (its tasks within
+    the later reservations' spare room). A count vector's fit is monotone in every key, so
+    the tasks that fit in the element-wise least of several vectors is the least of their
+    fits: `choose` on the capped capacities can succeed only when this holds."""
+    return _enough([min(tasks_fit(avail[n], vec), b) for n, b in zip(allowed, bound, strict=True)], tasks, nodes)
+
+
 class Reservation:
     """Resources `used` per node by `job` from `t` until `end` (inf without a time limit);
     `spare` is what each node has left at `t` for jobs that would still run then."""
 
-    __slots__ = ("job", "t", "end", "used", "spare")
+    __slots__ = ("job", "t", "end", "used", "spare", "gpus", "cpus")
 
     def __init__(self, job: JobRT, t: float, end: float, used: dict[NodeRT, dict[str, float]],
                  spare: dict[NodeRT, dict[str, float]]):
@@ -62,6 +103,9 @@ class Reservation:
         self.end = end
         self.used = used
         self.spare = spare
+        # what it holds in all (`used` does not change once made)
+        self.gpus = sum(v for u in used.values() for k, v in u.items() if k.startswith("gpu:"))
+        self.cpus = sum(u.get("cpu", 0.0) for u in used.values())
 
 
 class Backfill:
@@ -75,6 +119,11 @@ class Backfill:
         self.planned: dict[Any, float] = {}
         self.events: list[tuple[float, int, NodeRT, dict[str, float], float]] | None = None
         self._seq = 0
+        # request shape -> the planned start of the last job of that shape (inf: none found).
+        # Within one pass room only shrinks (a start takes some until its end, a reservation
+        # some from its start, spare room is only taken), so where a job did not fit, a job
+        # of the same shape reserving later does not fit either: its search starts there.
+        self._floor: dict[tuple, float] = {}
 
     def end_of(self, j: JobRT) -> float:
         tl = j.time_limit
@@ -156,6 +205,17 @@ class Backfill:
         vecs = [per_task_vector(nd, j.cpu, j.mem, j.shard) for nd in options]
         need_gpus = j.gpus_total
         placement = s.policy.get("placement", "pack")
+        # How many tasks of each vector a node can take is the least of what its room at t
+        # and each overlapping reservation's spare room give (a count vector's fit is
+        # monotone in every key), so the reservations' part is counted once here, and a
+        # time at which no vector can reach the gang's task count (a necessary condition
+        # of `choose`) is passed over without building the constrained capacities.
+        check = not j.exclusive
+        shape = (tuple(tuple(o) for o in options), j.cpu, j.mem, j.shard, j.tasks, j.nodes, j.tpn, own,
+                 j.allowed, j.exclusive)
+        floor = self._floor.get(shape, -INF)
+        self._floor[shape] = INF  # unless a start is found below
+        bounds: dict[tuple, list[list[int] | None]] = {}  # later reservations -> per vector, per node
         for t in times:
             while ei < len(events) and events[ei][0] <= t:
                 _add(avail[events[ei][2]], events[ei][3])
@@ -166,12 +226,21 @@ class Backfill:
                 sign, r = steps[ri][2], steps[ri][3]
                 for node, u in r.used.items():
                     (_add if sign > 0 else _sub)(avail[node], u)
-                    gpu_avail += sign * sum(v for k, v in u.items() if k.startswith("gpu:"))
-                    cpu_avail += sign * u.get("cpu", 0.0)
+                gpu_avail += sign * r.gpus
+                cpu_avail += sign * r.cpus
                 ri += 1
-            if gpu_avail < need_gpus or cpu_avail + 1e-9 < need_cpu:
+            if t < floor or gpu_avail < need_gpus or cpu_avail + 1e-9 < need_cpu:
                 continue
             later = [r for r in self.res if r.t > t and t + own > r.t]
+            if check:
+                key = tuple(map(id, later))
+                per_vec = bounds.get(key)
+                if per_vec is None:
+                    per_vec = bounds[key] = [_reservation_bound(later, allowed, vec, j.tasks, j.nodes)
+                                             for vec in vecs]
+                if not any(b is not None and _may_fit(avail, allowed, vec, b, j.tasks, j.nodes)
+                           for vec, b in zip(vecs, per_vec, strict=True)):
+                    continue
             caps = []
             for n in allowed:
                 c = dict(avail[n])
@@ -201,4 +270,5 @@ class Backfill:
                             _sub(r.spare[node], u)
                 self.res.append(Reservation(j, t, t + own, used, spare))
                 self.planned[j.id] = t
+                self._floor[shape] = t
                 return

@@ -45,10 +45,10 @@ def held_pass(s: Session, reasons: dict[Any, str]) -> None:
         x = preempting_for(v)
         if x is not None and v.takes and v.spec.state == "RUNNING":
             victims.setdefault(x, []).append(v)
-    marked = [j for j in s.pending if j.spec.raw.get("preemptor") is True or str(j.id) in victims]
+    marked = [j for j in s.pending if j.preemptor or j.sid in victims]
     for j in marked:  # s.pending is in job order
         cp = s.checkpoint()
-        mine = [v for v in victims.get(str(j.id), ()) if not v.evicted]
+        mine = [v for v in victims.get(j.sid, ()) if not v.evicted]
         blocked = bool(mine) and s.over_limit(j, j.R) is not None
         for v in mine:
             s.evict(v, "preempt", j)

@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Any
 
 from .fields import field_error, is_num
-from .model import Job
 
 PARTITION_TIME_LIMIT = "PartitionTimeLimit"
 
@@ -46,13 +45,13 @@ def partition_max_times(raw: dict) -> dict[str, int]:
     return out
 
 
-def limit_reason(spec: Job, max_times: dict[str, int]) -> str | None:
-    """The partition limit pending job `spec` is over, or None."""
-    raw = spec.raw
-    limit = max_times.get(raw.get("partition"))  # type: ignore[arg-type]
-    if limit is None or raw.get("time_limit_admin") is True:
+def limit_reason(job: Any, max_times: dict[str, int]) -> str | None:
+    """The partition limit pending job `job` (a JobRT: its spec's `partition`,
+    `time_limit_admin` and `time_limit`) is over, or None."""
+    limit = max_times.get(job.partition)
+    if limit is None or job.time_limit_admin:
         return None
-    tl = spec.time_limit_s
+    tl = job.time_limit
     if tl is None or tl > limit:
         return PARTITION_TIME_LIMIT
     return None

@@ -83,6 +83,7 @@ class Job:
     raw: dict
     partition_nodes: frozenset[str] | None = None
     exclusive: bool = False
+    rt: dict | None = field(default=None, repr=False, compare=False)  # JobRT's fields of it (job.py), once computed
 
 
 @dataclass

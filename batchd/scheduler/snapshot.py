@@ -308,8 +308,9 @@ def load_snapshot(d: dict, reuse: Snapshot | None = None) -> Snapshot:
     """Validate a snapshot dict (docs/snapshot.md) and return a `Snapshot`.
 
     `reuse`, an earlier snapshot of the same nodes and accounts: a job entry that is the
-    very dict object one of its jobs was loaded from is taken from it, not parsed again (a
-    caller that passes `reuse` must not have changed such a dict in place; `batchd
+    very dict object one of its jobs was loaded from is taken from it, not parsed again, and
+    so are its nodes when every node entry is the very dict it was loaded from, in the same
+    order (a caller that passes `reuse` must not have changed such a dict in place; `batchd
     simulate` builds a new entry whenever a job changes).
 
     Raises `ValueError` whose message starts with the path of the bad key. The cyclic garbage
@@ -336,7 +337,12 @@ def _load(d: dict, reuse: Snapshot | None = None) -> Snapshot:
     if not isinstance(policy, dict):
         raise field_error("policy", "must be an object", policy)
     now = get_num(d, "now", "snapshot", 0.0, minimum=None) or 0.0
-    nodes = [_parse_node(n, i) for i, n in enumerate(d["nodes"])]
+    old_nodes = reuse.raw.get("nodes") if reuse is not None else None
+    if (isinstance(old_nodes, list) and len(old_nodes) == len(d["nodes"]) == len(reuse.nodes)  # type: ignore[union-attr]
+            and all(a is b for a, b in zip(old_nodes, d["nodes"], strict=True))):
+        nodes = list(reuse.nodes)  # type: ignore[union-attr]  # the very same node dicts: their parse holds
+    else:
+        nodes = [_parse_node(n, i) for i, n in enumerate(d["nodes"])]
     names = [n.name for n in nodes]
     if len(set(names)) != len(names):
         raise field_error("nodes", "duplicate node name")

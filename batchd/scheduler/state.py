@@ -95,15 +95,24 @@ class Session:
         self._cpu_held: dict[NodeRT, set[int]] = {}
         # tasks running per throttled array (`%N`): those running and those this cycle starts
         self.array_running: dict[object, int] = {}
+        req_cache = self._req_cache
+        assoc_policies = self.assoc_policies
         for spec in snap.jobs:
             j = JobRT(spec, queues[spec.account])
-            mf = priorities.get(str(spec.id), 0) if priorities else 0
+            mf = priorities.get(j.sid, 0) if priorities else 0
             j.sort_key = (-j.prio, -mf, spec.submit_time, j.idk)
             if spec.qos in qos_limits:
                 j.qos_max = qos_limits[spec.qos]
-            if self.assoc_policies:
-                self._assoc_of(j)
-            self._job_request(j)
+            if assoc_policies:
+                j.assoc = assoc_effective(self, j)
+            # its request: one result per account, request (`rkey` is interned, job.py, and alive
+            # while j is) and, where a per-user limit applies, user
+            key = (j.queue, id(j.rkey), j.user if j.qos_max is not None or j.assoc is not None else None)
+            hit = req_cache.get(key)
+            if hit is None:
+                self._job_request(j, key)
+            else:
+                j.R, j.gpus_total, j.pools, j.shape, j.amounts, j.time_limit_key = hit
             self.jobs.append(j)
             if j.running:
                 self._adopt_running(j)
@@ -113,7 +122,7 @@ class Session:
                 if j.array_max is not None:
                     self.array_running[j.array] = self.array_running.get(j.array, 0) + 1
             elif spec.state in PENDING_STATES:
-                why = limit_reason(spec, max_times) if spec.eligible and max_times else None
+                why = limit_reason(j, max_times) if spec.eligible and max_times else None
                 if why is not None:
                     self.limit_reasons[j.id] = why
                 (self.pending if spec.eligible and why is None else self.ineligible).append(j)
@@ -170,26 +179,16 @@ class Session:
         `users[].policy` and `accounts[].budget_used` (see assoclimits.py)."""
         assoc_setup(self)
 
-    def _assoc_of(self, j: JobRT) -> None:
-        j.assoc = assoc_effective(self, j)
-
     def may_use_type(self, q: Queue, gtype: str) -> bool:
         key = TYPED + gtype
         if key not in q.limit:
             return True
         return all(a.limit[key] != 0 for a in q.path)
 
-    def _job_request(self, j: JobRT) -> None:
-        """Fill R, gpus_total, pools, shape, amounts. Identical requests share one (read-only)
-        result: most snapshots hold many jobs of few shapes."""
-        pt = j.spec.per_task
-        per_user = j.qos_max is not None or j.assoc is not None
-        key = (j.queue, tuple(pt.items()), j.tasks, j.nodes, j.tpn, j.preemptible, j.prio, j.time_limit,
-               j.user if per_user else None, j.allowed, j.exclusive, j.array)
-        hit = self._req_cache.get(key)
-        if hit is not None:
-            j.R, j.gpus_total, j.pools, j.shape, j.amounts, j.time_limit_key = hit
-            return
+    def _job_request(self, j: JobRT, key: tuple) -> None:
+        """Fill R, gpus_total, pools, shape, amounts (a miss of `_req_cache`, keyed by `key`:
+        identical requests share one read-only result; most snapshots hold many jobs of few
+        shapes)."""
         self._compute_request(j)
         self._req_cache[key] = (j.R, j.gpus_total, j.pools, j.shape, j.amounts, j.time_limit_key)
 
@@ -228,6 +227,29 @@ class Session:
         """Add pending demand to `request`, per leaf first, then up the tree."""
         per_leaf: dict[Queue, dict[str, float]] = {}
         typed_res = [r for r in self.res if r.startswith(TYPED)]
+        # Jobs of one request share one R (`_job_request`): when every amount is a whole
+        # number (and their total far below 2**53), the sums are exact in any order, so each
+        # request is added once, times its number of jobs: the same floats as job by job.
+        groups: dict[tuple[Queue, int], list] = {}
+        for j in jobs:
+            g = groups.get((j.queue, id(j.R)))
+            if g is None:
+                groups[(j.queue, id(j.R))] = [j, 1]
+            else:
+                g[1] += 1
+        whole = all(float(v).is_integer() for j, _ in groups.values() for v in j.R.values())
+        if whole and sum(abs(v) * n for j, n in groups.values() for v in j.R.values()) < 2 ** 52:
+            for j, n in groups.values():
+                acc = per_leaf.get(j.queue)
+                if acc is None:
+                    acc = per_leaf[j.queue] = {}
+                for r, v in j.R.items():
+                    acc[r] = acc.get(r, 0.0) + v * n
+                if j.untyped and typed_res:
+                    for r in typed_res:
+                        if self.may_use_type(j.queue, r[len(TYPED):]):
+                            acc[r] = acc.get(r, 0.0) + j.untyped * j.tasks * n
+            jobs = []
         for j in jobs:
             acc = per_leaf.get(j.queue)
             if acc is None:

@@ -43,8 +43,9 @@ from batchd.priority.multifactor import (
     PriorityTerms,
     priority_at,
     priority_context,
+    priority_horizon,
     priority_terms,
-    with_fairshare,
+    with_fairshare_factor,
 )
 from batchd.priority.usage import Charge as UsageCharge
 from batchd.priority.usage import advance_usage
@@ -89,6 +90,15 @@ class SimJob:
     tres: dict[str, float] = field(default_factory=dict)  # the current run's charged TRES
     charges: list[tuple[float, float, dict[str, float], float]] = field(default_factory=list)
     # (start, end, TRES, billing) of each run: what the bill prices
+    key: str = ""                 # str(its id): its key in the snapshot's priorities
+    prio: int = 0                 # its priority under `terms`, the same until `prio_until`
+    prio_until: float = -math.inf  # (once checked there: `prio_checked`)
+    prio_checked: bool = False
+    fs_key: str = ""              # "account/user": its key in the fair-share factors
+
+    def __post_init__(self) -> None:
+        self.key = str(self.t.id)
+        self.fs_key = f"{self.account}/{self.t.user}"
 
 
 @dataclass
@@ -337,16 +347,27 @@ class Simulation:
             # simulator's entries carry no per-job partition, QOS or association factors)
             if self._prio_ctx is None:
                 self._prio_ctx = priority_context(snap, merged)
+            fs = self._fs
             for x in active:
                 if x.terms is not None:
-                    x.terms = with_fairshare(self._prio_ctx, x.terms, self._fs)
+                    x.terms = with_fairshare_factor(self._prio_ctx, x.terms, fs.get(x.fs_key, 0.0))
+                    x.prio_until = -math.inf
         ctx = self._prio_ctx
         assert ctx is not None
         prios: dict[str, int] = {}
         for x in active:
             if x.terms is None:
                 x.terms = priority_terms(ctx, x.entry or {}, self._fs)
-            prios[str(x.t.id)] = priority_at(ctx, x.terms, now)
+                x.prio_until = -math.inf
+            # computed again only once it may have changed: it is the same at the horizon
+            # (checked when first relied on) and hence until then (priority_horizon)
+            if now > x.prio_until or not (x.prio_checked or priority_at(ctx, x.terms, x.prio_until) == x.prio):
+                x.prio = priority_at(ctx, x.terms, now)
+                x.prio_until = priority_horizon(ctx, x.terms, now)
+                x.prio_checked = x.prio_until == math.inf
+            else:
+                x.prio_checked = True
+            prios[x.key] = x.prio
         snap["priorities"] = prios
         loaded = load_snapshot(snap, self._last_loaded)
         self._last_loaded = loaded
