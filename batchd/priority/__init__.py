@@ -44,9 +44,10 @@ __all__ = [
 ]
 
 
-def _shares(snapshot: dict, merged: dict) -> tuple[list[ShareRow], dict[str, float]]:
+def _shares(snapshot: dict, merged: dict, rows_too: bool = True) -> tuple[list[ShareRow], dict[str, float]]:
     tree = build_tree(snapshot)
-    return compute_shares(tree, merged["fairshare_algorithm"], float(merged["fairshare_dampening_factor"]))
+    return compute_shares(tree, merged["fairshare_algorithm"], float(merged["fairshare_dampening_factor"]),
+                          rows_too)
 
 
 def share_rows(snapshot: dict, policy: dict | None = None) -> list[ShareRow]:
@@ -58,12 +59,12 @@ def share_rows(snapshot: dict, policy: dict | None = None) -> list[ShareRow]:
 def fairshare_factors(snapshot: dict, policy: dict | None = None) -> dict[str, float]:
     """``{"account/user": fair-share factor in [0, 1]}`` for every user association."""
     merged = merge_policy(policy, snapshot)
-    return _shares(snapshot, merged)[1]
+    return _shares(snapshot, merged, rows_too=False)[1]
 
 
 def _factors(snapshot: dict, policy: dict | None, detail: bool = True) -> list[Any]:
     merged = merge_policy(policy, snapshot)
-    fs = _shares(snapshot, merged)[1] if merged["weight_fairshare"] else {}
+    fs = _shares(snapshot, merged, rows_too=False)[1] if merged["weight_fairshare"] else {}
     return job_factors(snapshot, merged, fs, detail)
 
 

@@ -93,8 +93,9 @@ def _norm_usage(a: Assoc, root_usage: Fraction) -> float:
     return dbl(ld_div(a.usage, root_usage)) if root_usage else 0.0
 
 
-def fair_tree(tree: Tree) -> tuple[list[ShareRow], dict[str, float]]:
-    """Fair Tree rows (sshare order) and ``{"account/user": fs_factor}``."""
+def fair_tree(tree: Tree, rows_too: bool = True) -> tuple[list[ShareRow], dict[str, float]]:
+    """Fair Tree rows (sshare order) and ``{"account/user": fs_factor}`` (no rows, ``[]``,
+    without ``rows_too``: the factors do not need them)."""
     root_usage = ld(tree.root.usage)
     s: dict[int, float] = {}
     u: dict[int, Fraction] = {}
@@ -135,6 +136,8 @@ def fair_tree(tree: Tree) -> tuple[list[ShareRow], dict[str, float]]:
             prev = lf[id(a)]
 
     rank(tree.root.fs_children, False)
+    if not rows_too:
+        return [], fs
     rows = [_root_row(tree)]
     for a in tree.order:
         if a is tree.root:
@@ -184,10 +187,12 @@ def classic(tree: Tree, dampening: float = 1.0) -> tuple[list[ShareRow], dict[st
 
 
 def compute_shares(tree: Tree, algorithm: str = "fair_tree",
-                   dampening: float = 1.0) -> tuple[list[ShareRow], dict[str, float]]:
-    """Rows and per-user fair-share factors with ``algorithm`` ("fair_tree"|"classic")."""
+                   dampening: float = 1.0, rows_too: bool = True) -> tuple[list[ShareRow], dict[str, float]]:
+    """Rows and per-user fair-share factors with ``algorithm`` ("fair_tree"|"classic");
+    ``rows_too=False``: Fair Tree may leave the rows out (``[]``) where only the factors
+    are wanted."""
     if algorithm == "fair_tree":
-        return fair_tree(tree)
+        return fair_tree(tree, rows_too)
     if algorithm == "classic":
         return classic(tree, dampening)
     raise ValueError(f"unknown fairshare_algorithm {algorithm!r} (fair_tree or classic)")

@@ -359,29 +359,30 @@ def priority_at(ctx: PriorityContext, t: PriorityTerms, now: float) -> int:
     return _integer(t, _exact(ctx, t, _age_at(t.since, now, ctx.max_age_s)))
 
 
-def priority_horizon(ctx: PriorityContext, t: PriorityTerms, now: float) -> float:
-    """A time after `now` until which `priority_at(ctx, t, ...)` should stay what it is at
-    `now` (inf: it never changes), for a caller that asks again and again as time goes by
-    (`batchd simulate`). A guess the caller checks: the priority is a non-decreasing
-    function of the time (the age factor is zero before the begin time, then `min(1, (now -
-    since) / max_age)`, and every later step, float products and sums, `max`, truncation,
-    the cap, is monotone, rounding included), so where `priority_at` gives the same at `now`
-    and at the horizon, it gives that all the time between. (Python 3.12's `sum` of floats
-    is compensated; its result is the correctly rounded sum in all but contrived cases, which
-    is monotone too.)"""
+def priority_horizon(ctx: PriorityContext, t: PriorityTerms, now: float) -> tuple[int, float]:
+    """`priority_at(ctx, t, now)` and a time after `now` until which it should stay that
+    (inf: it never changes), for a caller that asks again and again as time goes by
+    (`batchd simulate`). The time is a guess the caller checks: the priority is a
+    non-decreasing function of the time (the age factor is zero before the begin time, then
+    `min(1, (now - since) / max_age)`, and every later step, float products and sums, `max`,
+    truncation, the cap, is monotone, rounding included), so where `priority_at` gives the
+    same at `now` and at the horizon, it gives that all the time between. (Python 3.12's
+    `sum` of floats is compensated; its result is the correctly rounded sum in all but
+    contrived cases, which is monotone too.)"""
     w_age, max_age = ctx.weights[0], ctx.max_age_s
     since, begin = t.since
+    exact = _exact(ctx, t, _age_at(t.since, now, max_age))
+    p = _integer(t, exact)
     if t.admin is not None or t.held or since is None or w_age <= 0 or max_age <= 0:
-        return math.inf  # no age term that moves
+        return p, math.inf  # no age term that moves
     sat = since + max_age
     if begin is not None and begin > now:
-        return math.nextafter(begin, -math.inf)  # no age before the begin time
+        return p, math.nextafter(begin, -math.inf)  # no age before the begin time
     if now >= sat:
-        return math.inf  # saturated
-    exact = _exact(ctx, t, _age_at(t.since, now, max_age))
+        return p, math.inf  # saturated
     # where the age term should take the sum to the next integer, a little before
     step = (math.floor(max(exact, 1.0)) + 1 - exact) * max_age / w_age
-    return min(now + step * (1 - 1e-9), sat)
+    return p, min(now + step * (1 - 1e-9), sat)
 
 
 def with_fairshare(ctx: PriorityContext, t: PriorityTerms, fs_factors: dict[str, float]) -> PriorityTerms:

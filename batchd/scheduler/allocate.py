@@ -268,7 +268,7 @@ def allocate_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], bf: Ba
         reasons[j.id] = reason
         failures.add(j, reason)
 
-    picker = PendingPicker(s, jobs, skip)
+    picker = PendingPicker(s, jobs, skip, presorted=jobs is s.pending)
     while True:
         j = picker.pop()
         if j is None:

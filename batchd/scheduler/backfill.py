@@ -182,6 +182,13 @@ class Backfill:
             return
         self.attempts += 1
         s = self.s
+        own = self.end_of(j) - s.now
+        shape = (tuple(tuple(o) for o in options), j.cpu, j.mem, j.shard, j.tasks, j.nodes, j.tpn, own,
+                 j.allowed, j.exclusive)
+        floor = self._floor.get(shape, -INF)
+        if floor == INF:
+            return  # one of its shape found no start: nor can it (room only shrinks)
+        self._floor[shape] = INF  # unless a start is found below
         if self.events is None:
             self.events = []
             for other in s.jobs:
@@ -194,7 +201,6 @@ class Backfill:
         gpu_avail = sum(v for c in avail.values() for k, v in c.items() if k.startswith("gpu:"))
         cpu_avail = sum(c.get("cpu", 0.0) for c in avail.values())
         need_cpu = j.cpu * j.tasks
-        own = self.end_of(j) - s.now
         full = {n: _full(n) for n in nodes} if j.exclusive else {}
         # reservations hold their resources from t to end: -used at t, +used at end
         steps = sorted([(r.t, 0, -1.0, r) for r in self.res] + [(r.end, 1, 1.0, r) for r in self.res
@@ -211,10 +217,6 @@ class Backfill:
         # time at which no vector can reach the gang's task count (a necessary condition
         # of `choose`) is passed over without building the constrained capacities.
         check = not j.exclusive
-        shape = (tuple(tuple(o) for o in options), j.cpu, j.mem, j.shard, j.tasks, j.nodes, j.tpn, own,
-                 j.allowed, j.exclusive)
-        floor = self._floor.get(shape, -INF)
-        self._floor[shape] = INF  # unless a start is found below
         bounds: dict[tuple, list[list[int] | None]] = {}  # later reservations -> per vector, per node
         for t in times:
             while ei < len(events) and events[ei][0] <= t:

@@ -64,7 +64,10 @@ class Decisions:
 def _priorities(raw: dict, policy: dict) -> dict[str, int]:
     given = raw.get("priorities")
     if isinstance(given, dict):
-        # the caller computed them already (the daemon stores them on the jobs too)
+        # the caller computed them already (the daemon stores them on the jobs too); read
+        # as they are when already {str: int} (not changed here)
+        if set(map(type, given)) <= {str} and set(map(type, given.values())) <= {int}:
+            return given
         return {str(k): int(v) for k, v in given.items()}
     try:
         from batchd.priority import job_priorities

@@ -367,7 +367,8 @@ def reclaim_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], idle_ok
     failures = Failures()
     vic = Victims(s)
     solver = Solver(s, vic, idle_ok)
-    cands = [x for x in jobs if not x.started and x.R.get(GPU) and not vic.reclaims_never(x)]
+    never = {q: vic.queue_reclaims_never(q) for q in s.queues.values()}
+    cands = [x for x in jobs if not x.started and x.R.get(GPU) and not never[x.queue]]
     min_gpu: dict[Queue, float] = {}
     for x in cands:
         min_gpu[x.queue] = min(min_gpu.get(x.queue, float("inf")), x.R[GPU])
@@ -378,7 +379,8 @@ def reclaim_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], idle_ok
 
     if not any(queue_ok(q) for q in min_gpu):
         return  # no account has room under its fair share: nothing can change in this pass
-    picker = PendingPicker(s, cands, skip=lambda j: failures.dominated(j) is not None, queue_ok=queue_ok)
+    picker = PendingPicker(s, cands, skip=lambda j: failures.dominated(j) is not None, queue_ok=queue_ok,
+                           presorted=jobs is s.pending)
     base = _running_victims(s)
     while True:
         j = picker.pop()
@@ -409,12 +411,13 @@ def preempt_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], idle_ok
 
     def wants(j: JobRT) -> bool:
         q = j.queue
-        low = lowest.get(q)
-        if low is None or j.started or vic.within_never(q):
-            return False
+        low = lowest[q]
         return low < j.prio or (low == j.prio and vic.may_preempt_equal(q))
 
-    picker = PendingPicker(s, [j for j in jobs if wants(j)], skip=lambda j: failures.dominated(j) is not None)
+    # only accounts with running jobs whose rule is not `never` (a lookup per account, not per job)
+    open_q = {q for q in lowest if not vic.within_never(q)}
+    picker = PendingPicker(s, [j for j in jobs if j.queue in open_q and not j.started and wants(j)],
+                           skip=lambda j: failures.dominated(j) is not None, presorted=jobs is s.pending)
     while True:
         j = picker.pop()
         if j is None:

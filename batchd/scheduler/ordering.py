@@ -114,16 +114,19 @@ class PendingPicker:
     `invalidate_all` after evictions, which touch other accounts)."""
 
     def __init__(self, s: Session, jobs: list[JobRT], skip: Callable[[JobRT], bool] | None = None,
-                 queue_ok: Callable[[Queue], bool] | None = None):
+                 queue_ok: Callable[[Queue], bool] | None = None, presorted: bool = False):
+        """`presorted`: `jobs` is in job order already (a part of `Session.pending`, which
+        is sorted), so each account's list need not be sorted again."""
         self.order = QueueOrder(s)
         self.skip = skip
         self.queue_ok = queue_ok
         by_leaf: dict[Queue, list[JobRT]] = {}
         for j in jobs:
             by_leaf.setdefault(j.queue, []).append(j)
-        key = attrgetter("sort_key")
-        for lst in by_leaf.values():
-            lst.sort(key=key)  # already in order when taken from Session.pending: cheap
+        if not presorted:
+            key = attrgetter("sort_key")
+            for lst in by_leaf.values():
+                lst.sort(key=key)
         self.lists = by_leaf
         self.pos = dict.fromkeys(self.lists, 0)
         self.cache: dict[Queue, tuple | None] = {}

@@ -311,7 +311,9 @@ def load_snapshot(d: dict, reuse: Snapshot | None = None) -> Snapshot:
     very dict object one of its jobs was loaded from is taken from it, not parsed again, and
     so are its nodes when every node entry is the very dict it was loaded from, in the same
     order (a caller that passes `reuse` must not have changed such a dict in place; `batchd
-    simulate` builds a new entry whenever a job changes).
+    simulate` builds a new entry whenever a job changes). The jobs taken are moved, not
+    copied (their `index` becomes their place in `d`): `reuse` is spent, not to be decided on
+    again.
 
     Raises `ValueError` whose message starts with the path of the bad key. The cyclic garbage
     collector is paused while the objects are built (restored on return)."""
@@ -360,17 +362,15 @@ def _load(d: dict, reuse: Snapshot | None = None) -> Snapshot:
     for i, j in enumerate(d["jobs"]):
         old = known.get(id(j)) if known else None
         if old is not None and old.raw is j:
-            if old.index != i:  # the same job at another place: a copy that says so
-                moved = object.__new__(Job)
-                moved.__dict__.update(old.__dict__)
-                moved.index = i
-                old = moved
+            old.index = i  # moved here: `reuse` gives its jobs up
             jobs.append(old)
         else:
             jobs.append(_parse_job(j, i, node_names, account_names))
-    ids = [str(j.id) for j in jobs]
+    ids = [j.id for j in jobs]
+    if set(map(type, ids)) != {int}:  # ints are equal as strings only when equal: no str() for them
+        ids = [str(x) for x in ids]
     if len(set(ids)) != len(ids):
-        dup = next(x for x in ids if ids.count(x) > 1)
+        dup = str(next(x for x in ids if ids.count(x) > 1))
         raise field_error("jobs", "duplicate job id", dup)
     partition_max_times(d)  # validated here; the session reads it (limits.py)
     qos = d.get("qos") or []

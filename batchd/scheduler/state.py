@@ -14,6 +14,7 @@ is unlimited for it (quota and limit -1, weight 1): as in KAI, it still takes pa
 from __future__ import annotations
 
 from operator import attrgetter
+from typing import Any
 
 from batchd.slurm.gres import SHARD, Charge, shard_card
 
@@ -25,6 +26,8 @@ from .limits import limit_reason, partition_max_times
 from .placement import NodeRT, Take, _insert, give_back
 from .snapshot import PENDING_STATES, Snapshot
 
+_MISS = object()
+
 
 class Session:
     """Nodes, accounts and jobs of one cycle, with undoable `start`/`evict`."""
@@ -35,6 +38,7 @@ class Session:
     run_used: dict[str, dict[str, float]]
     budget_over: dict[str, str]
     assoc_leaves: set[str]
+    _assoc_cache: dict[tuple[str, str], Any]  # (account, user) -> its Limits or None (assoc_effective)
 
     def __init__(self, snap: Snapshot, policy: dict, priorities: dict[str, int]):
         self.snap = snap
@@ -95,25 +99,31 @@ class Session:
         self._cpu_held: dict[NodeRT, set[int]] = {}
         # tasks running per throttled array (`%N`): those running and those this cycle starts
         self.array_running: dict[object, int] = {}
+        # the hot loop of a cycle (a snapshot holds thousands of pending jobs): lookups bound
+        # to locals, the caches of assoc_effective and _job_request looked up here
         req_cache = self._req_cache
         assoc_policies = self.assoc_policies
+        assoc_cache = self._assoc_cache if assoc_policies else {}
+        all_jobs = self.jobs
         for spec in snap.jobs:
             j = JobRT(spec, queues[spec.account])
+            q = j.queue
             mf = priorities.get(j.sid, 0) if priorities else 0
             j.sort_key = (-j.prio, -mf, spec.submit_time, j.idk)
             if spec.qos in qos_limits:
                 j.qos_max = qos_limits[spec.qos]
             if assoc_policies:
-                j.assoc = assoc_effective(self, j)
+                lim = assoc_cache.get((spec.account, j.user), _MISS)
+                j.assoc = assoc_effective(self, j) if lim is _MISS else lim
             # its request: one result per account, request (`rkey` is interned, job.py, and alive
             # while j is) and, where a per-user limit applies, user
-            key = (j.queue, id(j.rkey), j.user if j.qos_max is not None or j.assoc is not None else None)
+            key = (q, id(j.rkey), j.user if j.qos_max is not None or j.assoc is not None else None)
             hit = req_cache.get(key)
             if hit is None:
                 self._job_request(j, key)
             else:
                 j.R, j.gpus_total, j.pools, j.shape, j.amounts, j.time_limit_key = hit
-            self.jobs.append(j)
+            all_jobs.append(j)
             if j.running:
                 self._adopt_running(j)
                 self.running.append(j)

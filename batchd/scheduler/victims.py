@@ -166,7 +166,10 @@ class Victims:
         return threshold is None or v.prio <= threshold
 
     def reclaims_never(self, j: JobRT) -> bool:
-        return self.policy(j).reclaim == "never"
+        return self.queue_reclaims_never(j.queue)
+
+    def queue_reclaims_never(self, q: Queue) -> bool:
+        return self.policies.get(q, DEFAULT).reclaim == "never"
 
     def label(self, j: JobRT, v: JobRT, in_quota: bool) -> str:
         if v.queue is j.queue:

@@ -32,6 +32,7 @@ of one-GPU tasks on as few nodes as can hold them (8 GPUs on 4-GPU nodes: 2 node
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from dataclasses import dataclass, field
@@ -60,7 +61,7 @@ END, GRACE_END, SUBMIT, BEGIN = 0, 1, 2, 3  # the order of events at one instant
 REQUEUE_HOLD_S = 120
 
 
-@dataclass
+@dataclass(slots=True)
 class SimJob:
     t: TraceJob
     account: str                  # the account it is scheduled in
@@ -101,7 +102,7 @@ class SimJob:
         self.fs_key = f"{self.account}/{self.t.user}"
 
 
-@dataclass
+@dataclass(slots=True)
 class Sample:
     """The cluster between two instants: from `t` on, until the next sample."""
     t: float
@@ -109,7 +110,7 @@ class Sample:
     demand: dict[str, float]      # account -> GPUs allocated + asked by its eligible pending jobs
 
 
-@dataclass
+@dataclass(slots=True)
 class Result:
     jobs: list[SimJob]
     samples: list[Sample]
@@ -169,6 +170,8 @@ class Simulation:
         self._fs: dict[str, float] | None = None  # the fair-share factors of the current usage
         self._prio_ctx: PriorityContext | None = None
         self._last_loaded: Any = None  # the last cycle's Snapshot (its parsed jobs are reused)
+        self._jobs: dict[int, SimJob] = {}  # the run's jobs by id
+        self._pend_gpus: dict[str, int] = {}  # team -> GPUs its pending jobs ask for (_pend_add)
         self._now = 0.0
         by_name = {a["name"]: a for a in accounts}
         self.gpu_cap: dict[str, float] = {}  # account -> the most GPUs its jobs may hold (its path's limits)
@@ -267,6 +270,9 @@ class Simulation:
             order += 1
         pending: dict[int, SimJob] = {}
         running: dict[int, SimJob] = {}
+        self._jobs = jobs
+        self._pend_gpus = {}
+        self._active: list[int] = []  # the ids of the jobs pending or running, in order
         usage: dict[str, float] = {}
         ended_runs: list[UsageCharge] = []
         last_accrual = trace[0].submit_s if trace else 0.0
@@ -284,12 +290,15 @@ class Simulation:
                 j = jobs[jid]
                 if kind == SUBMIT:
                     pending[jid] = j
+                    self._pend_add(j, 1)
+                    bisect.insort(self._active, jid)
                 elif kind == END and j.state == "RUNNING" and j.run_seq == seq:
                     done = j.saved_s + (now - _start(j, now))
                     j.state = "COMPLETED" if done + 1e-6 >= j.t.duration_s else "TIMEOUT"
                     self._close_run(j, now, ended_runs)
                     j.end = now
                     del running[jid]
+                    del self._active[bisect.bisect_left(self._active, jid)]
                 elif kind == GRACE_END and j.state == "RUNNING" and j.run_seq == seq:
                     worked = now - _start(j, now)
                     ck = j.t.checkpoint_s or self.checkpoint_s
@@ -303,6 +312,7 @@ class Simulation:
                     j.eligible_at = now + REQUEUE_HOLD_S
                     del running[jid]
                     pending[jid] = j
+                    self._pend_add(j, 1)
                     heapq.heappush(events, (j.eligible_at, BEGIN, order, jid, 0))
                     order += 1
             # usage up to now every calc period (the controller's usage cycle), then one cycle
@@ -338,7 +348,7 @@ class Simulation:
     def _cycle(self, now: float, pending: dict[int, SimJob], running: dict[int, SimJob], usage: dict[str, float],
                events: list[tuple[float, int, int, int, int]], order: int,
                preemptions: list[tuple[float, int, int, str]]) -> int:
-        active = sorted([*running.values(), *pending.values()], key=lambda j: j.t.id)
+        active = [self._jobs[i] for i in self._active]  # running and pending, by id
         snap = self.snapshot(now, active, usage)
         if self._fs is None:
             merged = merge_policy(None, snap)
@@ -350,8 +360,10 @@ class Simulation:
             fs = self._fs
             for x in active:
                 if x.terms is not None:
-                    x.terms = with_fairshare_factor(self._prio_ctx, x.terms, fs.get(x.fs_key, 0.0))
-                    x.prio_until = -math.inf
+                    n_fs = fs.get(x.fs_key, 0.0)
+                    if n_fs != x.terms.norm[1]:  # an equal factor gives equal terms: they stand
+                        x.terms = with_fairshare_factor(self._prio_ctx, x.terms, n_fs)
+                        x.prio_until = -math.inf
         ctx = self._prio_ctx
         assert ctx is not None
         prios: dict[str, int] = {}
@@ -362,8 +374,7 @@ class Simulation:
             # computed again only once it may have changed: it is the same at the horizon
             # (checked when first relied on) and hence until then (priority_horizon)
             if now > x.prio_until or not (x.prio_checked or priority_at(ctx, x.terms, x.prio_until) == x.prio):
-                x.prio = priority_at(ctx, x.terms, now)
-                x.prio_until = priority_horizon(ctx, x.terms, now)
+                x.prio, x.prio_until = priority_horizon(ctx, x.terms, now)
                 x.prio_checked = x.prio_until == math.inf
             else:
                 x.prio_checked = True
@@ -382,6 +393,7 @@ class Simulation:
                 # and is requeued like the others
                 continue
             j = pending.pop(jid)
+            self._pend_add(j, -1)
             ch = Charge.from_json(st["charge"])
             j.state, j.start, j.alloc, j.charge = "RUNNING", now, st["allocation"], ch.record()
             j.gpu_share = float(ch.tres.get("gres/gpu", j.t.gpus))
@@ -414,10 +426,24 @@ class Simulation:
             order += 1
         return order
 
+    def _pend_add(self, j: SimJob, sign: int) -> None:
+        """Count a job joining (+1) or leaving (-1) the pending set in its team's GPUs asked
+        (a job that can never start asks for nothing the design could give)."""
+        if not j.never:
+            self._pend_gpus[j.team] = self._pend_gpus.get(j.team, 0) + sign * j.t.gpus
+
     def _sample(self, now: float, pending: dict[int, SimJob], running: dict[int, SimJob]) -> Sample:
         alloc: dict[str, float] = {}
         for j in running.values():
             alloc[j.team] = alloc.get(j.team, 0.0) + j.gpu_share
+        if all(v.is_integer() for v in alloc.values()):
+            # whole cards: the pending jobs' (whole) GPUs added at once are the same sum as
+            # added job by job
+            demand = dict(alloc)
+            for team, g in self._pend_gpus.items():
+                if g:
+                    demand[team] = demand.get(team, 0.0) + g
+            return Sample(now, alloc, demand)
         demand = dict(alloc)
         for j in pending.values():
             if not j.never:  # a job that can never start asks for nothing the design could give
