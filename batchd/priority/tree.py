@@ -162,8 +162,14 @@ def build_tree(snapshot: dict) -> Tree:
         if ua.key in users:
             raise ValueError(f"user association {ua.key!r} is defined twice")
         users[ua.key] = ua
-    for j in snapshot.get("jobs") or []:
-        acct, user = j.get("account"), j.get("user")
+    # each (account, user) of the jobs once, in order of first appearance (a snapshot holds
+    # many jobs of few users)
+    pairs: Any = [(j.get("account"), j.get("user")) for j in snapshot.get("jobs") or []]
+    try:
+        pairs = dict.fromkeys(pairs)
+    except TypeError:  # an unhashable name: taken one by one (str() below)
+        pass
+    for acct, user in pairs:
         if acct is None or user is None:
             continue
         acct, user = str(acct), str(user)

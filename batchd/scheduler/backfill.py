@@ -26,6 +26,9 @@ from .placement import BIG, NodeRT, choose, per_task_vector, tasks_fit
 from .state import Session
 
 INF = float("inf")
+#: the two prunings of `Backfill.reserve` (a shape's floor, the reservations' bound): they only
+#: pass over times where no start can be found; tests turn them off to check that
+PRUNE = True
 
 
 def _sub(a: dict[str, float], b: dict[str, float]) -> None:
@@ -185,7 +188,7 @@ class Backfill:
         own = self.end_of(j) - s.now
         shape = (tuple(tuple(o) for o in options), j.cpu, j.mem, j.shard, j.tasks, j.nodes, j.tpn, own,
                  j.allowed, j.exclusive)
-        floor = self._floor.get(shape, -INF)
+        floor = self._floor.get(shape, -INF) if PRUNE else -INF
         if floor == INF:
             return  # one of its shape found no start: nor can it (room only shrinks)
         self._floor[shape] = INF  # unless a start is found below
@@ -216,7 +219,7 @@ class Backfill:
         # monotone in every key), so the reservations' part is counted once here, and a
         # time at which no vector can reach the gang's task count (a necessary condition
         # of `choose`) is passed over without building the constrained capacities.
-        check = not j.exclusive
+        check = PRUNE and not j.exclusive
         bounds: dict[tuple, list[list[int] | None]] = {}  # later reservations -> per vector, per node
         for t in times:
             while ei < len(events) and events[ei][0] <= t:

@@ -368,10 +368,16 @@ def reclaim_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], idle_ok
     vic = Victims(s)
     solver = Solver(s, vic, idle_ok)
     never = {q: vic.queue_reclaims_never(q) for q in s.queues.values()}
-    cands = [x for x in jobs if not x.started and x.R.get(GPU) and not never[x.queue]]
+    cands = []
     min_gpu: dict[Queue, float] = {}
-    for x in cands:
-        min_gpu[x.queue] = min(min_gpu.get(x.queue, float("inf")), x.R[GPU])
+    for x in jobs:
+        g = x.R.get(GPU)
+        if g and not x.started and not never[x.queue]:
+            cands.append(x)
+            q = x.queue
+            m = min_gpu.get(q)
+            if m is None or g < m:
+                min_gpu[q] = g
 
     def queue_ok(q: Queue) -> bool:
         # necessary for can_reclaim: room under the fair share for the smallest GPU request

@@ -85,8 +85,8 @@ class SimJob:
     lost_gpu_s: float = 0.0
     gpu_s: float = 0.0            # GPU-seconds of all its runs
     runs: list[tuple[float, float, float]] = field(default_factory=list)  # (start, end, gpu share)
-    entry: dict[str, Any] | None = None  # its snapshot entry, while `entry_key` holds
-    entry_key: tuple | None = None
+    entry: dict[str, Any] | None = None  # its snapshot entry (None: to be built again)
+    entry_held: bool = False      # `entry` was built while the job was held off (BeginTime)
     terms: PriorityTerms | None = None  # its priority terms, for `entry` under the current fair share
     tres: dict[str, float] = field(default_factory=dict)  # the current run's charged TRES
     charges: list[tuple[float, float, dict[str, float], float]] = field(default_factory=list)
@@ -233,11 +233,12 @@ class Simulation:
         return d
 
     def _cached_entry(self, j: SimJob, now: float) -> dict[str, Any]:
-        """The job's entry, built again only when what it shows has changed: the same dict
-        object otherwise, which `load_snapshot(reuse=)` and the priority terms rely on."""
-        key = (j.state, j.start, j.run_seq, j.preempting_for, j.preemptor, j.submitted, j.eligible_at > now)
-        if j.entry is None or j.entry_key != key:
-            j.entry, j.entry_key, j.terms = self._entry(j), key, None
+        """The job's entry, built again only when what it shows has changed (whatever
+        changes its state, run, preemption or hold-off sets `entry` to None; a hold-off ends
+        with time): the same dict object otherwise, which `load_snapshot(reuse=)` and the
+        priority terms rely on."""
+        if j.entry is None or (j.entry_held and j.eligible_at <= now):
+            j.entry, j.entry_held, j.terms = self._entry(j), j.eligible_at > now, None
         return j.entry
 
     def snapshot(self, now: float, active: list[SimJob], usage: dict[str, float]) -> dict[str, Any]:
@@ -310,6 +311,7 @@ class Simulation:
                     j.preempting_for = None
                     j.submitted = now
                     j.eligible_at = now + REQUEUE_HOLD_S
+                    j.entry = None
                     del running[jid]
                     pending[jid] = j
                     self._pend_add(j, 1)
@@ -400,6 +402,7 @@ class Simulation:
             j.bill = billing(self.weights, ch.tres, parts=ch.billing_parts())
             j.tres = dict(ch.tres)
             j.preemptor = False
+            j.entry = None
             if j.first_start is None:
                 j.first_start = now
             left = max(0.0, j.t.duration_s - j.saved_s)
@@ -413,11 +416,13 @@ class Simulation:
             if v is None or v.preempting_for is not None:
                 continue
             v.preempting_for = int(p["for"])
+            v.entry = None
             v.preemptions += 1
             preemptions.append((now, v.t.id, int(p["for"]), str(p.get("reason") or "")))
             who = pending.get(int(p["for"]))
             if who is not None:
                 who.preemptor = True
+                who.entry = None
             q = self.qos.get(self.qos_of(v) or "")
             grace = float(q.grace_time_s) if q else self.grace
             if self.term_exit_s is not None:

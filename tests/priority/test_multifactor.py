@@ -171,3 +171,38 @@ def test_terms_taken_later_give_the_priorities_of_a_later_snapshot():
             assert got == want
             changed += sum(1 for k in got if got[k] != dict(job_factors(snap, policy, fs, False))[k])
     assert changed  # the later snapshots and the other factors did move priorities
+
+
+def test_a_priority_holds_until_its_checked_horizon():
+    """`priority_horizon` gives `priority_at`'s priority and a time until which it should
+    hold; where the priority at that time is the same (the check batchd simulate makes), it
+    is the same at every time between, and it does change soon after a horizon that is not
+    infinite (the guess is close to where the age term reaches the next integer)."""
+    import random
+
+    from batchd.priority import fairshare_factors
+    from batchd.priority.multifactor import priority_at, priority_context, priority_horizon, priority_terms
+
+    snap = reference_snapshot()
+    ctx = priority_context(snap, merge_policy(None, snap))
+    fs = fairshare_factors(snap)
+    rnd = random.Random(7)
+    jobs = [j for j in snap["jobs"] if j.get("state", "PENDING") not in ("COMPLETED", "CANCELLED")]
+    held = checked = moved = 0
+    for j in jobs:
+        t = priority_terms(ctx, j, fs)
+        for _ in range(40):
+            now = snap["now"] + rnd.choice([0, 37.5, 3600, 86400 * 2, rnd.uniform(0, 86400 * 10)])
+            p, h = priority_horizon(ctx, t, now)
+            assert p == priority_at(ctx, t, now) and h >= now
+            if h == float("inf"):
+                held += 1
+                assert all(priority_at(ctx, t, now + dt) == p for dt in (1, 3600, 86400 * 400))
+                continue
+            if priority_at(ctx, t, h) != p:
+                continue  # the check fails: the caller computes again next time
+            checked += 1
+            assert all(priority_at(ctx, t, now + (h - now) * k / 50) == p for k in range(51))
+            if priority_at(ctx, t, h + 0.01 * (h - now) + 1) != p:
+                moved += 1
+    assert checked > 200 and held > 0 and moved > checked // 2

@@ -276,3 +276,33 @@ def test_a_job_over_its_accounts_limit_never_runs_and_asks_for_nothing(tmp_path)
     t = transform(read_csv(p), skip_s=50)
     assert [(j.submit_s, j.id) for j in t.jobs] == [(0, 1), (250, 2)] and t.skipped == 1
 
+
+
+def test_cached_entries_are_what_the_job_shows(monkeypatch):
+    """The simulator rebuilds a job's snapshot entry only where something it shows changed
+    (a start, a preemption, a requeue, the end of a hold-off); every cycle of a contended
+    trace with reclaims and requeues, each entry it hands out equals one built afresh."""
+    import random
+
+    from batchd.sim import engine
+
+    rnd = random.Random(5)
+    trace = [job(i + 1, rnd.uniform(0, 3000), rnd.uniform(20, 900), rnd.choice([1, 1, 2, 4]),
+                 rnd.choice(["A", "B"]), rnd.choice(["alice", "bob", "carol"]), checkpoint_s=rnd.choice([0, 60]))
+             for i in range(600)]
+    trace.sort(key=lambda t: t.submit_s)
+    trace = [TraceJob(id=i + 1, submit_s=t.submit_s, duration_s=t.duration_s, gpus=t.gpus, team=t.team,
+                      user=t.user, checkpoint_s=t.checkpoint_s) for i, t in enumerate(trace)]
+    orig = engine.Simulation._cached_entry
+    seen = {"checked": 0, "held": 0}
+
+    def checked(self, j, now):
+        e = orig(self, j, now)
+        assert e == self._entry(j), j.t.id
+        seen["checked"] += 1
+        seen["held"] += e.get("reason") == "BeginTime"
+        return e
+
+    monkeypatch.setattr(engine.Simulation, "_cached_entry", checked)
+    res, jobs, m = run(trace)
+    assert m["cluster"]["preemptions"] > 0 and seen["held"] > 0 and seen["checked"] > 1000
