@@ -45,7 +45,7 @@ def held_pass(s: Session, reasons: dict[Any, str]) -> None:
         x = preempting_for(v)
         if x is not None and v.takes and v.spec.state == "RUNNING":
             victims.setdefault(x, []).append(v)
-    marked = [j for j in s.pending if j.preemptor or j.sid in victims]
+    marked = [j for j in s.pending if j.preemptor or j.sid in victims] if victims or s.any_preemptor else []
     for j in marked:  # s.pending is in job order
         cp = s.checkpoint()
         mine = [v for v in victims.get(j.sid, ()) if not v.evicted]

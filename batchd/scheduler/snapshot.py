@@ -355,12 +355,23 @@ def _load(d: dict, reuse: Snapshot | None = None) -> Snapshot:
     _check_tree(accounts)
     node_names = set(names)
     account_names = set(anames)
-    known: dict[int, Job] = {}
+    prev: list[Job] = []
     if reuse is not None and [n.name for n in reuse.nodes] == names and [a.name for a in reuse.accounts] == anames:
-        known = {id(j.raw): j for j in reuse.jobs}
+        prev = reuse.jobs
+    known: dict[int, Job] | None = None  # id(entry) -> its job in `reuse`, built at the first need
+    k = 0  # entries mostly come in the earlier snapshot's order: its next few jobs are tried first
     jobs = []
     for i, j in enumerate(d["jobs"]):
-        old = known.get(id(j)) if known else None
+        old = None
+        if prev:
+            for a in range(k, min(k + 4, len(prev))):  # (those skipped are gone, mostly)
+                if prev[a].raw is j:
+                    old, k = prev[a], a + 1
+                    break
+            else:
+                if known is None:
+                    known = {id(x.raw): x for x in prev}
+                old = known.get(id(j))
         if old is not None and old.raw is j:
             old.index = i  # moved here: `reuse` gives its jobs up
             jobs.append(old)

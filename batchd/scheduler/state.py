@@ -101,6 +101,7 @@ class Session:
         self._cpu_held: dict[NodeRT, set[int]] = {}
         # tasks running per throttled array (`%N`): those running and those this cycle starts
         self.array_running: dict[object, int] = {}
+        self.any_preemptor = False  # a pending job is marked `preemptor` (held.py)
         # the hot loop of a cycle (a snapshot holds thousands of pending jobs): lookups bound
         # to locals, the caches of assoc_effective and _job_request looked up here
         req_cache = self._req_cache
@@ -134,6 +135,8 @@ class Session:
                 if j.array_max is not None:
                     self.array_running[j.array] = self.array_running.get(j.array, 0) + 1
             elif spec.state in PENDING_STATES:
+                if j.preemptor:
+                    self.any_preemptor = True
                 why = limit_reason(j, max_times) if spec.eligible and max_times else None
                 if why is not None:
                     self.limit_reasons[j.id] = why
@@ -242,11 +245,11 @@ class Session:
         # Jobs of one request share one R (`_job_request`): when every amount is a whole
         # number (and their total far below 2**53), the sums are exact in any order, so each
         # request is added once, times its number of jobs: the same floats as job by job.
-        groups: dict[tuple[Queue, int], list] = {}
+        groups: dict[int, list] = {}  # id(R) -> [a job with that R, count] (one R per account and request)
         for j in jobs:
-            g = groups.get((j.queue, id(j.R)))
+            g = groups.get(id(j.R))
             if g is None:
-                groups[(j.queue, id(j.R))] = [j, 1]
+                groups[id(j.R)] = [j, 1]
             else:
                 g[1] += 1
         whole = all(float(v).is_integer() for j, _ in groups.values() for v in j.R.values())
