@@ -20,6 +20,10 @@ victims (`after`) is taken by a later cycle, as the controller does.
   GPU-seconds.
 - **Time limits.** A run that would outlast its time limit ends at it (TIMEOUT) and is not
   run again.
+- **Budgets.** An account's GrpTRESMins (`grp_tres_mins`, `budget_period`) is counted as the
+  controller counts it (batchd.accounting.budget: the TRES-minutes of its subtree's runs in
+  the period, running ones up to now), every `[scheduler] budget_recount_s`, and given to the
+  scheduler as the account's `budget_used`.
 - **Fair share.** Usage is charged to "account/user" in billing units per second (the
   start's charge under `[accounting] tres_billing_weights`) and decayed with
   `[priority] decay_half_life_s`, every `[priority] calc_period_s` (Slurm's
@@ -172,6 +176,22 @@ class Simulation:
         self._last_loaded: Any = None  # the last cycle's Snapshot (its parsed jobs are reused)
         self._jobs: dict[int, SimJob] = {}  # the run's jobs by id
         self._pend_gpus: dict[str, int] = {}  # team -> GPUs its pending jobs ask for (_pend_add)
+        # GrpTRESMins budgets: account -> (its TRES-minute limits, its period, the accounts of
+        # its subtree); counted every `[scheduler] budget_recount_s` as the controller does
+        parent = {a["name"]: a.get("parent") for a in accounts}
+        self.budgets: dict[str, tuple[dict[str, float], str, set[str]]] = {}
+        for a in accounts:
+            pol = a.get("policy") or {}
+            if pol.get("grp_tres_mins"):
+                sub = {n for n in parent if _under(n, a["name"], parent)}
+                self.budgets[a["name"]] = (dict(pol["grp_tres_mins"]), str(pol.get("budget_period", "month")), sub)
+        self.budget_every = float(cfg.scheduler.get("budget_recount_s", 60.0))
+        self._budget_at = -math.inf
+        self._closed: dict[str, list[tuple[float, float, dict[str, float]]]] = {}  # account -> ended runs' TRES
+        # budget -> (its period's start, how many of each account's ended runs are summed, their sum)
+        self._closed_sum: dict[str, tuple[float, dict[str, int], dict[str, float]]] = {}
+        if self.budgets:
+            self.accounts = [dict(a) for a in accounts]  # their budget_used is set on these copies
         self._now = 0.0
         by_name = {a["name"]: a for a in accounts}
         self.gpu_cap: dict[str, float] = {}  # account -> the most GPUs its jobs may hold (its path's limits)
@@ -344,6 +364,8 @@ class Simulation:
         j.runs.append((start, now, j.gpu_share))
         j.charges.append((start, now, j.tres, j.bill))
         j.gpu_s += (now - start) * j.gpu_share
+        if self.budgets:
+            self._closed.setdefault(j.account, []).append((start, now, {**j.tres, "billing": j.bill}))
         ended.append(UsageCharge(f"{j.account}/{j.t.user}", j.bill, start, now, self._usage_factor(j)))
         j.run_seq += 1
 
@@ -351,6 +373,8 @@ class Simulation:
                events: list[tuple[float, int, int, int, int]], order: int,
                preemptions: list[tuple[float, int, int, str]]) -> int:
         active = [self._jobs[i] for i in self._active]  # running and pending, by id
+        if self.budgets and now - self._budget_at >= self.budget_every:
+            self._count_budgets(now, running)
         snap = self.snapshot(now, active, usage)
         if self._fs is None:
             merged = merge_policy(None, snap)
@@ -431,6 +455,34 @@ class Simulation:
             order += 1
         return order
 
+    def _count_budgets(self, now: float, running: dict[int, SimJob]) -> None:
+        """Each budgeted account's `budget_used`: the TRES-minutes its subtree's runs used in
+        the budget period holding `now` (batchd.accounting.budget: ended runs and running ones
+        up to now, rounded to 3 decimals), put on its account entry for Session."""
+        from batchd.accounting.budget import period_start
+
+        self._budget_at = now
+        live: dict[str, list[tuple[float, float, dict[str, float]]]] = {}
+        for j in running.values():
+            live.setdefault(j.account, []).append((_start(j, now), now, {**j.tres, "billing": j.bill}))
+        by_name = {a["name"]: a for a in self.accounts}
+        for name, (limits, period, sub) in self.budgets.items():
+            t0 = float(period_start(period, now))
+            start0, done, closed = self._closed_sum.get(name, (t0, {}, {}))
+            if start0 != t0:  # a new period: its ended runs are summed again
+                done, closed = {}, {}
+            for acct in sub:  # the ended runs not summed yet (an ended run ends before now)
+                runs = self._closed.get(acct, [])
+                for start, end, tres in runs[done.get(acct, 0):]:
+                    _add_tres_s(closed, tres, end - max(start, t0))
+                done[acct] = len(runs)
+            self._closed_sum[name] = (t0, done, closed)
+            used = dict(closed)
+            for acct in sub:
+                for start, end, tres in live.get(acct, ()):
+                    _add_tres_s(used, tres, end - max(start, t0))
+            by_name[name]["budget_used"] = {t: round(used.get(t, 0.0) / 60.0, 3) for t in limits}
+
     def _pend_add(self, j: SimJob, sign: int) -> None:
         """Count a job joining (+1) or leaving (-1) the pending set in its team's GPUs asked
         (a job that can never start asks for nothing the design could give)."""
@@ -454,6 +506,23 @@ class Simulation:
             if not j.never:  # a job that can never start asks for nothing the design could give
                 demand[j.team] = demand.get(j.team, 0.0) + j.t.gpus
         return Sample(now, alloc, demand)
+
+
+def _add_tres_s(acc: dict[str, float], tres: dict[str, float], secs: float) -> None:
+    if secs > 0:
+        for k, v in tres.items():
+            acc[k] = acc.get(k, 0.0) + v * secs
+
+
+def _under(name: str, top: str, parent: dict[str, Any]) -> bool:
+    seen: set[str] = set()
+    cur: Any = name
+    while cur is not None and cur not in seen:
+        if cur == top:
+            return True
+        seen.add(cur)
+        cur = parent.get(cur)
+    return False
 
 
 def _start(j: SimJob, now: float) -> float:

@@ -306,3 +306,29 @@ def test_cached_entries_are_what_the_job_shows(monkeypatch):
     monkeypatch.setattr(engine.Simulation, "_cached_entry", checked)
     res, jobs, m = run(trace)
     assert m["cluster"]["preemptions"] > 0 and seen["held"] > 0 and seen["checked"] > 1000
+
+
+def test_a_budget_holds_new_starts_once_used_up(tmp_path):
+    """GrpTRESMins as the controller counts it (batchd.accounting.budget): B's budget of 90
+    GPU-minutes. Its first job (1 GPU, 0 to 3600 s) uses 60 by its end; the second (1 GPU,
+    from 3600 s) has used 30 more by 5400 s. A third job submitted at 6000 s pends
+    (AssocGrpGRESMinutes) for ever: the period is `none`. With a budget of 200 it runs at once."""
+    def accounts(mins: int) -> str:
+        text = Path(ACCOUNTS).read_text()
+        return text.replace('name = "B"\nusers = ["bob"]\n',
+                            f'name = "B"\nusers = ["bob"]\n[account.policy]\n'
+                            f'grp_tres_mins = {{ "gres/gpu" = {mins} }}\nbudget_period = "none"\n', 1)
+
+    trace = [job(1, 0, 3600, 1, "B", "bob"), job(2, 3600, 3600, 1, "B", "bob"), job(3, 6000, 600, 1, "B", "bob")]
+    out = {}
+    for mins in (90, 200):
+        p = tmp_path / f"accounts-{mins}.toml"
+        p.write_text(accounts(mins))
+        assert "grp_tres_mins" in p.read_text()
+        sim = from_files(CLUSTER, str(p), trace)
+        res = sim.run(trace)
+        out[mins] = {j.t.id: j for j in res.jobs}
+    held = out[90]
+    assert held[1].first_start == 0 and held[2].first_start == 3600  # 60 minutes used at 3600: under 90
+    assert held[3].state == "PENDING" and held[3].first_start is None
+    assert out[200][3].first_start == 6000 and out[200][3].state == "COMPLETED"
