@@ -36,7 +36,8 @@ def period_start(period: str, now: float) -> int:
     return int(s.timestamp())
 
 
-def subtree(accounts: list[Account], name: str) -> set[str]:
+def subtree(accounts: list[Account] | list[Any], name: str) -> set[str]:
+    """`name` and the accounts under it (`accounts`: anything with `name` and `parent`)."""
     kids: dict[str | None, list[str]] = defaultdict(list)
     for a in accounts:
         kids[a.parent].append(a.name)

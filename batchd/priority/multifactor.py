@@ -371,20 +371,9 @@ def priority_horizon(ctx: PriorityContext, t: PriorityTerms, now: float) -> tupl
     contrived cases, which is monotone too.)"""
     w_age, max_age = ctx.weights[0], ctx.max_age_s
     since, begin = t.since
-    # priority_at, inlined (the same arithmetic: _age_at, _exact, _integer)
-    if since is None or (begin is not None and begin > now):
-        n_age = 0.0
-    elif max_age <= 0:
-        n_age = 1.0
-    else:
-        n_age = min(max(now - since, 0.0) / max_age, 1.0)
-    exact = sum((n_age * w_age, *t.rest)) + t.tres_sum + t.site - t.nice
-    if t.admin is not None:
-        return int(t.admin), math.inf
-    if t.held:
-        return 0, math.inf
-    p = min(int(math.trunc(max(exact, 1.0))), MAX_PRIORITY)
-    if since is None or w_age <= 0 or max_age <= 0:
+    exact = _exact(ctx, t, _age_at(t.since, now, max_age))
+    p = _integer(t, exact)  # priority_at's arithmetic, its exact sum kept for the horizon
+    if t.admin is not None or t.held or since is None or w_age <= 0 or max_age <= 0:
         return p, math.inf  # no age term that moves
     sat = since + max_age
     if begin is not None and begin > now:

@@ -14,7 +14,6 @@ is unlimited for it (quota and limit -1, weight 1): as in KAI, it still takes pa
 from __future__ import annotations
 
 from operator import attrgetter
-from typing import Any
 
 from batchd.slurm.gres import SHARD, Charge, shard_card
 
@@ -26,7 +25,6 @@ from .limits import limit_reason, partition_max_times
 from .placement import NodeRT, Take, _insert, give_back
 from .snapshot import PENDING_STATES, Snapshot
 
-_MISS = object()
 #: pending demand summed per request where that is exact (`_add_demand`); tests turn it off
 GROUP_DEMAND = True
 
@@ -40,7 +38,6 @@ class Session:
     run_used: dict[str, dict[str, float]]
     budget_over: dict[str, str]
     assoc_leaves: set[str]
-    _assoc_cache: dict[tuple[str, str], Any]  # (account, user) -> its Limits or None (assoc_effective)
 
     def __init__(self, snap: Snapshot, policy: dict, priorities: dict[str, int]):
         self.snap = snap
@@ -103,10 +100,9 @@ class Session:
         self.array_running: dict[object, int] = {}
         self.any_preemptor = False  # a pending job is marked `preemptor` (held.py)
         # the hot loop of a cycle (a snapshot holds thousands of pending jobs): lookups bound
-        # to locals, the caches of assoc_effective and _job_request looked up here
+        # to locals, the cache of _job_request looked up here
         req_cache = self._req_cache
         assoc_policies = self.assoc_policies
-        assoc_cache = self._assoc_cache if assoc_policies else {}
         all_jobs = self.jobs
         for spec in snap.jobs:
             j = JobRT(spec, queues[spec.account])
@@ -116,8 +112,7 @@ class Session:
             if spec.qos in qos_limits:
                 j.qos_max = qos_limits[spec.qos]
             if assoc_policies:
-                lim = assoc_cache.get((spec.account, j.user), _MISS)
-                j.assoc = assoc_effective(self, j) if lim is _MISS else lim
+                j.assoc = assoc_effective(self, j)
             # its request: one result per account, request (`rkey` is interned, job.py, and alive
             # while j is) and, where a per-user limit applies, user
             key = (q, id(j.rkey), j.user if j.qos_max is not None or j.assoc is not None else None)
@@ -253,28 +248,18 @@ class Session:
             else:
                 g[1] += 1
         whole = all(float(v).is_integer() for j, _ in groups.values() for v in j.R.values())
-        if GROUP_DEMAND and whole and sum(abs(v) * n for j, n in groups.values() for v in j.R.values()) < 2 ** 52:
-            for j, n in groups.values():
-                acc = per_leaf.get(j.queue)
-                if acc is None:
-                    acc = per_leaf[j.queue] = {}
-                for r, v in j.R.items():
-                    acc[r] = acc.get(r, 0.0) + v * n
-                if j.untyped and typed_res:
-                    for r in typed_res:
-                        if self.may_use_type(j.queue, r[len(TYPED):]):
-                            acc[r] = acc.get(r, 0.0) + j.untyped * j.tasks * n
-            jobs = []
-        for j in jobs:
+        grouped = GROUP_DEMAND and whole and sum(abs(v) * n for j, n in groups.values() for v in j.R.values()) < 2 ** 52
+        # else job by job, in order (v * 1 is v)
+        for j, n in (groups.values() if grouped else ((j, 1) for j in jobs)):
             acc = per_leaf.get(j.queue)
             if acc is None:
                 acc = per_leaf[j.queue] = {}
             for r, v in j.R.items():
-                acc[r] = acc.get(r, 0.0) + v
+                acc[r] = acc.get(r, 0.0) + v * n
             if j.untyped and typed_res:
                 for r in typed_res:
                     if self.may_use_type(j.queue, r[len(TYPED):]):
-                        acc[r] = acc.get(r, 0.0) + j.untyped * j.tasks
+                        acc[r] = acc.get(r, 0.0) + j.untyped * j.tasks * n
         for leaf, acc in per_leaf.items():
             for q in leaf.path:
                 for r, v in acc.items():

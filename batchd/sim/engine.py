@@ -178,13 +178,18 @@ class Simulation:
         self._pend_gpus: dict[str, int] = {}  # team -> GPUs its pending jobs ask for (_pend_add)
         # GrpTRESMins budgets: account -> (its TRES-minute limits, its period, the accounts of
         # its subtree); counted every `[scheduler] budget_recount_s` as the controller does
-        parent = {a["name"]: a.get("parent") for a in accounts}
         self.budgets: dict[str, tuple[dict[str, float], str, set[str]]] = {}
-        for a in accounts:
-            pol = a.get("policy") or {}
-            if pol.get("grp_tres_mins"):
-                sub = {n for n in parent if _under(n, a["name"], parent)}
-                self.budgets[a["name"]] = (dict(pol["grp_tres_mins"]), str(pol.get("budget_period", "month")), sub)
+        if any((a.get("policy") or {}).get("grp_tres_mins") for a in accounts):
+            from types import SimpleNamespace
+
+            from batchd.accounting.budget import subtree
+
+            tree = [SimpleNamespace(name=a["name"], parent=a.get("parent")) for a in accounts]
+            for a in accounts:
+                pol = a.get("policy") or {}
+                if pol.get("grp_tres_mins"):
+                    self.budgets[a["name"]] = (dict(pol["grp_tres_mins"]), str(pol.get("budget_period", "month")),
+                                               subtree(tree, a["name"]))
         self.budget_every = float(cfg.scheduler.get("budget_recount_s", 60.0))
         self._budget_at = -math.inf
         self._closed: dict[str, list[tuple[float, float, dict[str, float]]]] = {}  # account -> ended runs' TRES
@@ -192,6 +197,10 @@ class Simulation:
         self._closed_sum: dict[str, tuple[float, dict[str, int], dict[str, float]]] = {}
         if self.budgets:
             self.accounts = [dict(a) for a in accounts]  # their budget_used is set on these copies
+        by_name = {a["name"]: a for a in self.accounts}
+        self._budget_entry = {name: by_name[name] for name in self.budgets}  # where budget_used goes
+        self._budgeted = set().union(*(sub for _l, _p, sub in self.budgets.values()))  # accounts counted
+        self._period: dict[str, tuple[int, float]] = {}  # period -> (UTC day, its start): it moves at midnights
         self._now = 0.0
         by_name = {a["name"]: a for a in accounts}
         self.gpu_cap: dict[str, float] = {}  # account -> the most GPUs its jobs may hold (its path's limits)
@@ -365,7 +374,8 @@ class Simulation:
         j.charges.append((start, now, j.tres, j.bill))
         j.gpu_s += (now - start) * j.gpu_share
         if self.budgets:
-            self._closed.setdefault(j.account, []).append((start, now, {**j.tres, "billing": j.bill}))
+            if j.account in self._budgeted:
+                self._closed.setdefault(j.account, []).append((start, now, {**j.tres, "billing": j.bill}))
         ended.append(UsageCharge(f"{j.account}/{j.t.user}", j.bill, start, now, self._usage_factor(j)))
         j.run_seq += 1
 
@@ -464,10 +474,14 @@ class Simulation:
         self._budget_at = now
         live: dict[str, list[tuple[float, float, dict[str, float]]]] = {}
         for j in running.values():
-            live.setdefault(j.account, []).append((_start(j, now), now, {**j.tres, "billing": j.bill}))
-        by_name = {a["name"]: a for a in self.accounts}
+            if j.account in self._budgeted:
+                live.setdefault(j.account, []).append((_start(j, now), now, {**j.tres, "billing": j.bill}))
+        day = int(now // 86400)
         for name, (limits, period, sub) in self.budgets.items():
-            t0 = float(period_start(period, now))
+            cached = self._period.get(period)
+            if cached is None or cached[0] != day:  # every period starts at a UTC midnight
+                cached = self._period[period] = (day, float(period_start(period, now)))
+            t0 = cached[1]
             start0, done, closed = self._closed_sum.get(name, (t0, {}, {}))
             if start0 != t0:  # a new period: its ended runs are summed again
                 done, closed = {}, {}
@@ -481,7 +495,7 @@ class Simulation:
             for acct in sub:
                 for start, end, tres in live.get(acct, ()):
                     _add_tres_s(used, tres, end - max(start, t0))
-            by_name[name]["budget_used"] = {t: round(used.get(t, 0.0) / 60.0, 3) for t in limits}
+            self._budget_entry[name]["budget_used"] = {t: round(used.get(t, 0.0) / 60.0, 3) for t in limits}
 
     def _pend_add(self, j: SimJob, sign: int) -> None:
         """Count a job joining (+1) or leaving (-1) the pending set in its team's GPUs asked
@@ -512,17 +526,6 @@ def _add_tres_s(acc: dict[str, float], tres: dict[str, float], secs: float) -> N
     if secs > 0:
         for k, v in tres.items():
             acc[k] = acc.get(k, 0.0) + v * secs
-
-
-def _under(name: str, top: str, parent: dict[str, Any]) -> bool:
-    seen: set[str] = set()
-    cur: Any = name
-    while cur is not None and cur not in seen:
-        if cur == top:
-            return True
-        seen.add(cur)
-        cur = parent.get(cur)
-    return False
 
 
 def _start(j: SimJob, now: float) -> float:
