@@ -268,7 +268,11 @@ def allocate_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], bf: Ba
         reasons[j.id] = reason
         failures.add(j, reason)
 
-    picker = PendingPicker(s, jobs, skip, presorted=jobs is s.pending)
+    # without `explain` a skipped job's reason is not needed, nor, once the reservations are
+    # all made, anything else of `skip` but its answer: a function of the job's signature
+    # (Failures), that once true stays true (PendingPicker's `by_key`)
+    picker = PendingPicker(s, jobs, skip, presorted=jobs is s.pending,
+                           by_key=None if explain else (lambda: bf is None or bf.attempts >= bf.max))
     while True:
         j = picker.pop()
         if j is None:

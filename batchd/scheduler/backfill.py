@@ -93,6 +93,10 @@ def _may_fit(avail: dict[NodeRT, dict[str, float]], allowed: list[NodeRT], vec: 
     return _enough([min(tasks_fit(avail[n], vec), b) for n, b in zip(allowed, bound, strict=True)], tasks, nodes)
 
 
+def _snapshot_order(j: JobRT) -> int:
+    return j.spec.index
+
+
 class Reservation:
     """Resources `used` per node by `job` from `t` until `end` (inf without a time limit);
     `spare` is what each node has left at `t` for jobs that would still run then."""
@@ -194,8 +198,12 @@ class Backfill:
         self._floor[shape] = INF  # unless a start is found below
         if self.events is None:
             self.events = []
-            for other in s.jobs:
-                if (other.running or other.started) and not other.evicted:
+            # the jobs running or started, not evicted, in snapshot order (ties of end times
+            # keep it), from the session's lists rather than a walk over all its jobs
+            holding = [o for o in s.running if not o.evicted] + [o for o, _ in s.starts if not o.running]
+            holding.sort(key=_snapshot_order)
+            for other in holding:
+                if not other.evicted:
                     self._add_events(other)
         events = self.events
         nodes = [n for n in s.nodes if n.usable]

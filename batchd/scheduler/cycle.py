@@ -107,6 +107,13 @@ def _decide(snapshot: Snapshot, policy: dict | None, explain: bool = True) -> De
     pol = merged_policy(snapshot, policy)
     passes = list(pol.get("passes", PASSES))
     s = Session(snapshot, pol, _priorities(snapshot.raw, pol))
+    try:
+        return _passes(s, snapshot, pol, passes, explain)
+    finally:
+        s.close()
+
+
+def _passes(s: Session, snapshot: Snapshot, pol: dict, passes: list[str], explain: bool) -> Decisions:
     reasons: dict[Any, str] = {}
     bf = None
     if "backfill" in passes and pol.get("backfill", True) is not False:

@@ -363,6 +363,11 @@ def _cross_candidates(s: Session, vic: Victims, j: JobRT, base: list[JobRT]) -> 
             and victim_filter(s, j, v.queue) and vic.cross_allows(j, v, iq)]
 
 
+def _always() -> bool:
+    """The pickers' `skip` here is Failures.dominated alone (PendingPicker's `by_key`)."""
+    return True
+
+
 def reclaim_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], idle_ok: bool) -> None:
     failures = Failures()
     vic = Victims(s)
@@ -386,7 +391,7 @@ def reclaim_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], idle_ok
     if not any(queue_ok(q) for q in min_gpu):
         return  # no account has room under its fair share: nothing can change in this pass
     picker = PendingPicker(s, cands, skip=lambda j: failures.dominated(j) is not None, queue_ok=queue_ok,
-                           presorted=jobs is s.pending)
+                           presorted=jobs is s.pending, by_key=_always)
     base = _running_victims(s)
     while True:
         j = picker.pop()
@@ -423,7 +428,8 @@ def preempt_pass(s: Session, jobs: list[JobRT], reasons: dict[Any, str], idle_ok
     # only accounts with running jobs whose rule is not `never` (a lookup per account, not per job)
     open_q = {q for q in lowest if not vic.within_never(q)}
     picker = PendingPicker(s, [j for j in jobs if j.queue in open_q and not j.started and wants(j)],
-                           skip=lambda j: failures.dominated(j) is not None, presorted=jobs is s.pending)
+                           skip=lambda j: failures.dominated(j) is not None, presorted=jobs is s.pending,
+                           by_key=_always)
     while True:
         j = picker.pop()
         if j is None:

@@ -191,19 +191,20 @@ def divide(total: float, queues: list[Queue], r: str, k: float) -> float:
 
 
 def compute_fair_shares(top: list[Queue], totals: dict[str, float], resources: Iterable[str], k: float) -> None:
-    """Fill `fs` for the whole tree, top-level accounts sharing `totals`, recursively."""
+    """Fill `fs` for the whole tree, top-level accounts sharing `totals`, then each
+    account's children sharing its fair share, level by level down the tree (a sibling
+    group's split needs its parent's share alone)."""
     res = list(resources)
-
-    def walk(siblings: list[Queue], pool: dict[str, float]) -> None:
+    todo: list[tuple[list[Queue], dict[str, float]]] = [(top, totals)]
+    while todo:
+        siblings, pool = todo.pop()
         if not siblings:
-            return
+            continue
         for r in res:
             divide(pool[r], siblings, r, k)
         for q in siblings:
             if q.children:
-                walk(q.children, {r: q.fs[r] for r in res})
-
-    walk(top, totals)
+                todo.append((q.children, {r: q.fs[r] for r in res}))
 
 
 def normalise_usage(queues: list[Queue], usage: dict[str, float]) -> None:

@@ -68,8 +68,10 @@ class JobRT:
     def __init__(self, spec: Any, queue: Queue):
         d = spec.rt
         if d is None:
-            d = spec.rt = _static(spec)
-        self.__dict__.update(d)
+            d = spec.rt = {**_static(spec), **_PER_CYCLE}
+        # a copy of a dict that already holds every key the session sets on a job (a copy
+        # of a table of the right size, where adding them one by one would grow it twice)
+        self.__dict__ = d.copy()
         self.spec = spec
         self.queue = queue
 
@@ -126,6 +128,10 @@ def _static(spec: Any) -> dict[str, Any]:
     d["rkey"] = _KEYS.setdefault(key, key)
     return d
 
+
+#: the fields `Session` sets on every job of a cycle, at their class defaults until then
+_PER_CYCLE: dict[str, Any] = {"spec": None, "queue": None, **{k: getattr(JobRT, k) for k in (
+    "sort_key", "qos_max", "assoc", "R", "gpus_total", "pools", "shape", "amounts", "time_limit_key")}}
 
 #: request keys, interned: equal keys of the specs made since the last clear are one object,
 #: so a cycle's request cache (Session._job_request) is keyed by its id, not its hash

@@ -28,6 +28,13 @@ from .job import EPS, JobRT, id_key
 from .state import Session
 
 Key = tuple
+#: jobs skipped one by one before `PendingPicker` (given `by_key`) looks by signature
+GROUP_AFTER = 16
+
+
+def skip_key(j: JobRT) -> tuple:
+    """What `Failures.dominated` (allocate.py) judges a job by, its account apart."""
+    return (j.shape, j.amounts, j.time_limit_key)
 
 
 def _cmpq(a: float, b: float) -> int:
@@ -114,12 +121,22 @@ class PendingPicker:
     `invalidate_all` after evictions, which touch other accounts)."""
 
     def __init__(self, s: Session, jobs: list[JobRT], skip: Callable[[JobRT], bool] | None = None,
-                 queue_ok: Callable[[Queue], bool] | None = None, presorted: bool = False):
+                 queue_ok: Callable[[Queue], bool] | None = None, presorted: bool = False,
+                 by_key: Callable[[], bool] | None = None):
         """`presorted`: `jobs` is in job order already (a part of `Session.pending`, which
-        is sorted), so each account's list need not be sorted again."""
+        is sorted), so each account's list need not be sorted again.
+
+        `by_key`: while it returns true, `skip` is taken to be a function of a job's request
+        signature (`skip_key`) that, once true for a signature, stays true, and to have no
+        other effect that matters: then, past a long run of skipped jobs, an account's next
+        job is found among the first jobs of its signatures (a signature skipped is passed
+        over whole), not job by job. It finds the job the walk would have found."""
         self.order = QueueOrder(s)
         self.skip = skip
         self.queue_ok = queue_ok
+        self.by_key = by_key
+        # leaf -> {signature: [its positions in the leaf's list, in order; the next one to look at]}
+        self.groups: dict[Queue, dict[tuple, list]] = {}
         by_leaf: dict[Queue, list[JobRT]] = {}
         for j in jobs:
             by_leaf.setdefault(j.queue, []).append(j)
@@ -142,14 +159,54 @@ class PendingPicker:
             return None
         i = self.pos[leaf]
         skip = self.skip
+        walked = 0
         while i < len(lst):
             j = lst[i]
             if j.started or (skip is not None and skip(j)):
                 i += 1
+                walked += 1
+                if walked >= GROUP_AFTER and self.by_key is not None and self.by_key():
+                    i = self._by_signature(leaf, lst, i)
+                    break
                 continue
             break
         self.pos[leaf] = i
         return lst[i] if i < len(lst) else None
+
+    def _by_signature(self, leaf: Queue, lst: list[JobRT], i: int) -> int:
+        """The position of the first job from `i` on that is neither started nor skipped
+        (len(lst) if none), looked for among the first jobs of each request signature."""
+        groups = self.groups.get(leaf)
+        if groups is None:
+            groups = self.groups[leaf] = {}
+            for k in range(len(lst)):
+                g = groups.get(key := skip_key(lst[k]))
+                if g is None:
+                    groups[key] = [[k], 0]
+                else:
+                    g[0].append(k)
+        skip = self.skip
+        assert skip is not None
+        best = len(lst)
+        dead = []
+        for key, g in groups.items():
+            where, at = g
+            n = len(where)
+            while at < n and (where[at] < i or lst[where[at]].started):
+                at += 1
+            g[1] = at
+            if at == n:
+                dead.append(key)
+                continue
+            k = where[at]
+            if k < best:
+                if skip(lst[k]):
+                    dead.append(key)  # the signature is skipped: all its jobs, now and later
+                else:
+                    best = k
+        for key in dead:
+            del groups[key]
+        return best
 
     def _best(self, q: Queue) -> tuple | None:
         """(leaf, job, key of q for that job) or None."""

@@ -103,6 +103,7 @@ class Session:
         # to locals, the cache of _job_request looked up here
         req_cache = self._req_cache
         assoc_policies = self.assoc_policies
+        assoc_cache = self._assoc_cache if assoc_policies else {}
         all_jobs = self.jobs
         for spec in snap.jobs:
             j = JobRT(spec, queues[spec.account])
@@ -112,7 +113,8 @@ class Session:
             if spec.qos in qos_limits:
                 j.qos_max = qos_limits[spec.qos]
             if assoc_policies:
-                j.assoc = assoc_effective(self, j)
+                ak = (spec.account, j.user)
+                j.assoc = assoc_cache[ak] if ak in assoc_cache else assoc_effective(self, j)
             # its request: one result per account, request (`rkey` is interned, job.py, and alive
             # while j is) and, where a per-user limit applies, user
             key = (q, id(j.rkey), j.user if j.qos_max is not None or j.assoc is not None else None)
@@ -442,6 +444,23 @@ class Session:
             elif r == "gres/shard":
                 tot += n.idle_shards()
         return tot
+
+    def close(self) -> None:
+        """Drop the links that make the cycle's objects a reference cycle (each undo step
+        holds the session; an account holds its parent, its children and its path, which
+        names it; a node the jobs releasing its resources, which hold their takes of it),
+        so that they are freed as soon as the session is, not later by the cyclic collector
+        with all they reach (decide calls it once its decisions are out). The session is
+        not to be used afterwards."""
+        self.undo.clear()
+        for q in self.queues.values():
+            q.parent = None
+            q.children = []
+            q.path = []
+        for n in self.nodes:
+            n.rel_owner = {}
+            n.rel_jobs = []
+            n.card_owners = {}
 
     # -- statement ---------------------------------------------------------------------------
     def checkpoint(self) -> int:
