@@ -304,6 +304,14 @@ def _check_tree(accounts: list[Account]) -> None:
             cur = by_name[cur].parent
 
 
+def load_job(entry: Any, index: int, snapshot: Snapshot) -> Job:
+    """One entry of `jobs`, at `index`, parsed and checked as `load_snapshot` does, against
+    the nodes and accounts of `snapshot`: for a caller that keeps its jobs' parses from cycle to
+    cycle and loads the rest of each snapshot without jobs (`batchd simulate`). Raises
+    `ValueError` naming `jobs[index]`."""
+    return _parse_job(entry, index, {n.name for n in snapshot.nodes}, {a.name for a in snapshot.accounts})
+
+
 def load_snapshot(d: dict, reuse: Snapshot | None = None) -> Snapshot:
     """Validate a snapshot dict (docs/snapshot.md) and return a `Snapshot`.
 

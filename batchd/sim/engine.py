@@ -39,7 +39,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from batchd.priority import fairshare_factors, merge_policy
@@ -55,6 +55,7 @@ from batchd.priority.multifactor import (
 from batchd.priority.usage import Charge as UsageCharge
 from batchd.priority.usage import advance_usage
 from batchd.scheduler import decide, load_snapshot
+from batchd.scheduler.snapshot import load_job
 from batchd.sim.trace import TraceJob
 from batchd.slurm.gres import Charge, parse_node_gpus, whole_cards
 from batchd.slurm.tres import billing, parse_billing_weights
@@ -91,6 +92,7 @@ class SimJob:
     runs: list[tuple[float, float, float]] = field(default_factory=list)  # (start, end, gpu share)
     entry: dict[str, Any] | None = None  # its snapshot entry (None: to be built again)
     entry_held: bool = False      # `entry` was built while the job was held off (BeginTime)
+    spec: Any = None              # `entry` parsed (batchd.scheduler.snapshot.load_job)
     terms: PriorityTerms | None = None  # its priority terms, for `entry` under the current fair share
     tres: dict[str, float] = field(default_factory=dict)  # the current run's charged TRES
     charges: list[tuple[float, float, dict[str, float], float]] = field(default_factory=list)
@@ -167,12 +169,22 @@ class Simulation:
         self.per_node = max(per_node, 1)
         self.capacity = float(capacity)
         self.qos = {q.name: q for q in cfg.qos}
+        # the snapshot's partitions and QOS (the configuration's: the same every cycle)
+        self._partitions = [{"name": p.name, "default": p.default, "priority_job_factor": p.priority_job_factor,
+                             "max_time_s": p.max_time_s} for p in cfg.partitions]
+        self._qos_entries = [{"name": q.name, "priority": q.priority, "preemptible": q.preemptible,
+                              "max_gpus_per_user": q.max_gpus_per_user, "usage_factor": q.usage_factor,
+                              "min_runtime_reclaim_s": q.min_runtime_reclaim_s,
+                              "min_runtime_preempt_s": q.min_runtime_preempt_s} for q in cfg.qos]
         self.grace = float(cfg.scheduler.get("grace_time_s", 60))
         self.half_life = float(cfg.priority.get("decay_half_life_s", 604800))
         self.default_account = next((a["account"] for a in users if a.get("is_default")), None)
         self.calc_period = float(cfg.priority.get("calc_period_s", 300))
         self._fs: dict[str, float] | None = None  # the fair-share factors of the current usage
         self._prio_ctx: PriorityContext | None = None
+        # str(id) -> priority of each job pending or running: the snapshot's `priorities`,
+        # kept from cycle to cycle (a job's is set again when computed again, removed at its end)
+        self._prios: dict[str, int] = {}
         self._last_loaded: Any = None  # the last cycle's Snapshot (its parsed jobs are reused)
         self._jobs: dict[int, SimJob] = {}  # the run's jobs by id
         self._pend_gpus: dict[str, int] = {}  # team -> GPUs its pending jobs ask for (_pend_add)
@@ -261,28 +273,13 @@ class Simulation:
                 d["reason"] = "BeginTime"
         return d
 
-    def _cached_entry(self, j: SimJob, now: float) -> dict[str, Any]:
-        """The job's entry, built again only when what it shows has changed (whatever
-        changes its state, run, preemption or hold-off sets `entry` to None; a hold-off ends
-        with time): the same dict object otherwise, which `load_snapshot(reuse=)` and the
-        priority terms rely on."""
-        if j.entry is None or (j.entry_held and j.eligible_at <= now):
-            j.entry, j.entry_held, j.terms = self._entry(j), j.eligible_at > now, None
-        return j.entry
-
-    def snapshot(self, now: float, active: list[SimJob], usage: dict[str, float]) -> dict[str, Any]:
+    def snapshot(self, now: float, usage: dict[str, float]) -> dict[str, Any]:
+        """The snapshot of `now` but for its `jobs` (the cycle fills them: `_cycle`)."""
         self._now = now
         return {
             "version": 1, "now": now, "policy": self.policy, "cluster": self.cfg.cluster_name,
-            "partitions": [{"name": p.name, "default": p.default, "priority_job_factor": p.priority_job_factor,
-                            "max_time_s": p.max_time_s} for p in self.cfg.partitions],
-            "nodes": self.nodes, "accounts": self.accounts, "users": self.users,
-            "usage": {"accounts": {}, "users": dict(usage)},
-            "jobs": [self._cached_entry(j, now) for j in active],
-            "qos": [{"name": q.name, "priority": q.priority, "preemptible": q.preemptible,
-                     "max_gpus_per_user": q.max_gpus_per_user, "usage_factor": q.usage_factor,
-                     "min_runtime_reclaim_s": q.min_runtime_reclaim_s, "min_runtime_preempt_s": q.min_runtime_preempt_s}
-                    for q in self.cfg.qos],
+            "partitions": self._partitions, "nodes": self.nodes, "accounts": self.accounts, "users": self.users,
+            "usage": {"accounts": {}, "users": dict(usage)}, "jobs": [], "qos": self._qos_entries,
         }
 
     # ------------------------------------------------------------------ the loop
@@ -301,6 +298,7 @@ class Simulation:
         pending: dict[int, SimJob] = {}
         running: dict[int, SimJob] = {}
         self._jobs = jobs
+        self._prios = {}
         self._pend_gpus = {}
         self._active: list[int] = []  # the ids of the jobs pending or running, in order
         usage: dict[str, float] = {}
@@ -327,6 +325,8 @@ class Simulation:
                     j.state = "COMPLETED" if done + 1e-6 >= j.t.duration_s else "TIMEOUT"
                     self._close_run(j, now, ended_runs)
                     j.end = now
+                    j.entry = j.spec = j.terms = None  # it is in no snapshot again
+                    self._prios.pop(j.key, None)
                     del running[jid]
                     del self._active[bisect.bisect_left(self._active, jid)]
                 elif kind == GRACE_END and j.state == "RUNNING" and j.run_seq == seq:
@@ -385,39 +385,60 @@ class Simulation:
         active = [self._jobs[i] for i in self._active]  # running and pending, by id
         if self.budgets and now - self._budget_at >= self.budget_every:
             self._count_budgets(now, running)
-        snap = self.snapshot(now, active, usage)
-        if self._fs is None:
+        snap = self.snapshot(now, usage)
+        fs_new = self._fs is None
+        if fs_new:
             merged = merge_policy(None, snap)
             self._fs = fairshare_factors(snap) if merged["weight_fairshare"] else {}
             # the maxima and totals of the context come from the configuration alone (the
             # simulator's entries carry no per-job partition, QOS or association factors)
             if self._prio_ctx is None:
-                self._prio_ctx = priority_context(snap, merged)
-            fs = self._fs
-            for x in active:
-                if x.terms is not None:
-                    n_fs = fs.get(x.fs_key, 0.0)
-                    if n_fs != x.terms.norm[1]:  # an equal factor gives equal terms: they stand
-                        x.terms = with_fairshare_factor(self._prio_ctx, x.terms, n_fs)
-                        x.prio_until = -math.inf
+                self._prio_ctx = priority_context(snap, merged, [self._entry(x) for x in active])
         ctx = self._prio_ctx
-        assert ctx is not None
-        prios: dict[str, int] = {}
-        for x in active:
-            if x.terms is None:
-                x.terms = priority_terms(ctx, x.entry or {}, self._fs)
-                x.prio_until = -math.inf
+        fs = self._fs
+        assert ctx is not None and fs is not None
+        # the snapshot but for its jobs, validated and parsed as always; each job's parse is
+        # kept with its entry (`SimJob.spec`) and made again only with it
+        base = load_snapshot(snap, self._last_loaded)
+        self._last_loaded = base
+        entries: list[dict[str, Any]] = snap["jobs"]
+        specs = []
+        prios = self._prios  # each active job's priority, set where it is computed again
+        inf = math.inf
+        for i, x in enumerate(active):
+            # its entry, built again only when what it shows has changed (whatever changes its
+            # state, run, preemption or hold-off sets `entry` to None; a hold-off ends with
+            # time): the same dict otherwise, which its parse and priority terms rely on
+            e = x.entry
+            if e is None or (x.entry_held and x.eligible_at <= now):
+                e = x.entry = self._entry(x)
+                x.entry_held, x.terms, x.spec = x.eligible_at > now, None, None
+            entries.append(e)
+            sp = x.spec
+            if sp is None:
+                sp = x.spec = load_job(e, i, base)
+            else:
+                sp.index = i
+            specs.append(sp)
+            terms = x.terms
+            if terms is None:
+                terms = x.terms = priority_terms(ctx, e, fs)
+                x.prio_until = -inf
+            elif fs_new:
+                n_fs = fs.get(x.fs_key, 0.0)
+                if n_fs != terms.norm[1]:  # an equal factor gives equal terms: they stand
+                    terms = x.terms = with_fairshare_factor(ctx, terms, n_fs)
+                    x.prio_until = -inf
             # computed again only once it may have changed: it is the same at the horizon
             # (checked when first relied on) and hence until then (priority_horizon)
-            if now > x.prio_until or not (x.prio_checked or priority_at(ctx, x.terms, x.prio_until) == x.prio):
-                x.prio, x.prio_until = priority_horizon(ctx, x.terms, now)
-                x.prio_checked = x.prio_until == math.inf
+            if now > x.prio_until or not (x.prio_checked or priority_at(ctx, terms, x.prio_until) == x.prio):
+                x.prio, x.prio_until = priority_horizon(ctx, terms, now)
+                x.prio_checked = x.prio_until == inf
+                prios[x.key] = x.prio
             else:
                 x.prio_checked = True
-            prios[x.key] = x.prio
         snap["priorities"] = prios
-        loaded = load_snapshot(snap, self._last_loaded)
-        self._last_loaded = loaded
+        loaded = replace(base, jobs=specs)
         dec = decide(loaded, explain=False)
         for st in dec.start:
             if st.get("after"):

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from batchd.priority import job_priorities
+from batchd.scheduler import load_snapshot
 from batchd.sim.engine import from_files
 from batchd.sim.measures import measure, pct
 from batchd.sim.trace import TraceJob, read_alibaba, read_csv, transform
@@ -281,7 +283,8 @@ def test_a_job_over_its_accounts_limit_never_runs_and_asks_for_nothing(tmp_path)
 def test_cached_entries_are_what_the_job_shows(monkeypatch):
     """The simulator rebuilds a job's snapshot entry only where something it shows changed
     (a start, a preemption, a requeue, the end of a hold-off); every cycle of a contended
-    trace with reclaims and requeues, each entry it hands out equals one built afresh."""
+    trace with reclaims and requeues, each entry it hands out equals one built afresh, and the
+    parse it keeps of it (`SimJob.spec`) equals that of a whole snapshot loaded afresh."""
     import random
 
     from batchd.sim import engine
@@ -293,17 +296,34 @@ def test_cached_entries_are_what_the_job_shows(monkeypatch):
     trace.sort(key=lambda t: t.submit_s)
     trace = [TraceJob(id=i + 1, submit_s=t.submit_s, duration_s=t.duration_s, gpus=t.gpus, team=t.team,
                       user=t.user, checkpoint_s=t.checkpoint_s) for i, t in enumerate(trace)]
-    orig = engine.Simulation._cached_entry
-    seen = {"checked": 0, "held": 0}
+    orig = engine.decide
+    seen = {"checked": 0, "held": 0, "cycles": 0}
+    sims = []
+    orig_cycle = engine.Simulation._cycle
 
-    def checked(self, j, now):
-        e = orig(self, j, now)
-        assert e == self._entry(j), j.t.id
-        seen["checked"] += 1
-        seen["held"] += e.get("reason") == "BeginTime"
-        return e
+    def cycle(self, *a, **k):
+        sims[:] = [self]
+        return orig_cycle(self, *a, **k)
 
-    monkeypatch.setattr(engine.Simulation, "_cached_entry", checked)
+    def checked(loaded, **kw):
+        # every job the cycle decides on: its entry as built afresh, parsed as a whole
+        # snapshot of those entries parses it, with the priorities computed from them
+        sim = sims[0]
+        fresh = load_snapshot({**loaded.raw, "jobs": [sim._entry(sim._jobs[sp.id]) for sp in loaded.jobs]})
+        assert [sp.raw for sp in loaded.jobs] == fresh.raw["jobs"]
+        assert loaded.jobs == fresh.jobs
+        assert loaded.raw["jobs"] == [sp.raw for sp in loaded.jobs]
+        if seen["cycles"] % 3 == 0:  # (one cycle in three: computed afresh, they take long)
+            assert loaded.raw["priorities"] == job_priorities(fresh.raw)
+        else:
+            assert set(loaded.raw["priorities"]) == {str(sp.id) for sp in loaded.jobs}
+        seen["cycles"] += 1
+        seen["checked"] += len(loaded.jobs)
+        seen["held"] += sum(sp.raw.get("reason") == "BeginTime" for sp in loaded.jobs)
+        return orig(loaded, **kw)
+
+    monkeypatch.setattr(engine, "decide", checked)
+    monkeypatch.setattr(engine.Simulation, "_cycle", cycle)
     res, jobs, m = run(trace)
     assert m["cluster"]["preemptions"] > 0 and seen["held"] > 0 and seen["checked"] > 1000
 
