@@ -14,6 +14,7 @@ is unlimited for it (quota and limit -1, weight 1): as in KAI, it still takes pa
 from __future__ import annotations
 
 from operator import attrgetter
+from typing import Any
 
 from batchd.slurm.gres import SHARD, Charge, shard_card
 
@@ -38,6 +39,7 @@ class Session:
     run_used: dict[str, dict[str, float]]
     budget_over: dict[str, str]
     assoc_leaves: set[str]
+    _assoc_cache: dict[tuple[str, str], Any]  # (account, user) -> its limits (assoclimits.assoc_effective)
 
     def __init__(self, snap: Snapshot, policy: dict, priorities: dict[str, int]):
         self.snap = snap
