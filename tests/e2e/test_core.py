@@ -97,7 +97,9 @@ def test_restart_with_kill9_keeps_job_and_records_one_usage(cluster):
             if r["step"] is None]
     assert len(rows) == 1
     assert rows[0]["state"] == "COMPLETED"
-    assert 19 <= rows[0]["elapsed_s"] <= 23, rows[0]
+    # its 20 s once: a start reset at the restart would give less than 19, a second record's
+    # time counted on top about 40 (24 seen in a loaded CI run: the end noticed late)
+    assert 19 <= rows[0]["elapsed_s"] <= 30, rows[0]
     assert abs(rows[0]["start"] - started) < 2
 
 

@@ -23,12 +23,15 @@ run are not what is checked, the decisions are), the same config and accounts, a
 release as every job's submission. Priorities are flat (no age, no fair-share weight), so the order
 is the scheduler's division of the cards between the teams, then job id.
 
-Tolerance: a job's start in the daemon is within 5 s + 20 % of its simulated start, and no
-two jobs whose simulated starts are more than that apart start in the other order. The
-daemon notices an end and runs its cycle a fraction of a second later, and those fractions
-add up along a chain of jobs on a card. Measured: alone, at most 0.9 s; beside a unit-test
-run, 1.45 s; inside the whole suite in CI (three workers on two cores), 3.6 s at 20 s into
-the run.
+Tolerance: a job's start in the daemon is within 5 s + 20 % of its simulated start, plus the
+daemon's reaction time measured in the same run (the median time from the last end before
+a start to that start) for each job before it on its card (its rank among the simulated
+starts / 8 cards), and no two jobs whose simulated starts are more than that apart start in
+the other order. The daemon notices an end and runs its cycle a fraction of a second later,
+and those fractions add up along a chain of jobs on a card. Measured: alone, at most 0.9 s;
+beside a unit-test run, 1.45 s; inside the whole suite in CI (three workers on two cores),
+3.6 s at 20 s into the run; on 2026-12-07's slower machine, inside the suite, 10 to 15 s
+(then past 5 s + 20 %), which the reaction term covers.
 """
 
 from __future__ import annotations
@@ -137,7 +140,15 @@ def test_the_simulator_agrees_with_the_daemon(cluster):
     real = {jid: starts[jid] - t0 for jid in ids}
     assert all(v is not None for v in simulated.values())
     off = {jid: real[jid] - simulated[jid] for jid in ids}
-    tol = {jid: 5.0 + 0.2 * simulated[jid] for jid in ids}
+    # the daemon's own reaction time in this run: from the last end before a start to that
+    # start (the simulator's is 0), the median over the jobs that waited for a card; a job's
+    # start may be late by that much per job before it on its card (8 cards: depth ~ rank / 8)
+    all_ends = sorted(ends.values())
+    lags = sorted(starts[j] - max(e for e in all_ends if e <= starts[j] + 1e-6) for j in ids
+                  if any(e <= starts[j] + 1e-6 for e in all_ends))
+    lag = lags[len(lags) // 2] if lags else 0.0
+    rank = {jid: k for k, jid in enumerate(sorted(ids, key=lambda j: simulated[j]))}
+    tol = {jid: 5.0 + 0.2 * simulated[jid] + lag * rank[jid] / 8 for jid in ids}
     late = {jid: (round(off[jid], 2), work[ids.index(jid)], round(simulated[jid], 1)) for jid in ids
             if abs(off[jid]) > tol[jid]}
     if late and os.environ.get("BATCHD_SIMVAL_DEBUG"):
@@ -147,7 +158,7 @@ def test_the_simulator_agrees_with_the_daemon(cluster):
     assert not late, f"starts off by more than the tolerance: {json.dumps(late)}"
     offsets = sorted(abs(v) for v in off.values())
     print(f"simulate vs daemon: {JOBS} jobs, start offsets median {offsets[len(offsets) // 2]:.2f} s, "
-          f"max {offsets[-1]:.2f} s")  # shown with -s: the figure of the closing note
+          f"max {offsets[-1]:.2f} s; daemon reaction {lag:.2f} s")  # shown with -s: the figure of the closing note
     order = sorted(ids, key=lambda j: simulated[j])
     swapped = [(a, b) for i, a in enumerate(order) for b in order[i + 1:]
                if simulated[b] - simulated[a] > tol[b] and real[b] < real[a]]
