@@ -388,7 +388,8 @@ class Replay:
 
 def _not_yet_looked_at(row: dict[str, str]) -> bool:
     """A row that may follow one recorded before the scheduler looked at the job: pending for no
-    reason yet (or for Priority/Resources), starting, running or done."""
+    reason yet (or for Priority/Resources), starting, running or done, whatever its exit (a
+    short job that exits 1 is FAILED by a first look the suite's load made late)."""
     state, reason = row.get("STATE", ""), row.get("REASON", "")
-    return (state in ("CONFIGURING", "RUNNING", "COMPLETING", "COMPLETED")
+    return (state in ("CONFIGURING", "RUNNING", "COMPLETING", "COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY")
             or (state == "PENDING" and reason in ("None", "Priority", "Resources")))
