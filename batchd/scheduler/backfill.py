@@ -19,6 +19,7 @@ start itself is placed per card).
 from __future__ import annotations
 
 import bisect
+from operator import attrgetter
 from typing import Any
 
 from .job import JobRT
@@ -91,10 +92,6 @@ def _may_fit(avail: dict[NodeRT, dict[str, float]], allowed: list[NodeRT], vec: 
     the tasks that fit in the element-wise least of several vectors is the least of their
     fits: `choose` on the capped capacities can succeed only when this holds."""
     return _enough([min(tasks_fit(avail[n], vec), b) for n, b in zip(allowed, bound, strict=True)], tasks, nodes)
-
-
-def _snapshot_order(j: JobRT) -> int:
-    return j.spec.index
 
 
 class Reservation:
@@ -200,8 +197,8 @@ class Backfill:
             self.events = []
             # the jobs running or started, not evicted, in snapshot order (ties of end times
             # keep it), from the session's lists rather than a walk over all its jobs
-            holding = [o for o in s.running if not o.evicted] + [o for o, _ in s.starts if not o.running]
-            holding.sort(key=_snapshot_order)
+            holding = s.running + [o for o, _ in s.starts if not o.running]
+            holding.sort(key=attrgetter("spec.index"))
             for other in holding:
                 if not other.evicted:
                     self._add_events(other)

@@ -191,9 +191,9 @@ def divide(total: float, queues: list[Queue], r: str, k: float) -> float:
 
 
 def compute_fair_shares(top: list[Queue], totals: dict[str, float], resources: Iterable[str], k: float) -> None:
-    """Fill `fs` for the whole tree, top-level accounts sharing `totals`, then each
-    account's children sharing its fair share, level by level down the tree (a sibling
-    group's split needs its parent's share alone)."""
+    """Fill `fs` for the whole tree: top-level accounts share `totals`, then each account's
+    children share its fair share (a sibling group's split needs its parent's share alone,
+    so the groups may be taken in any order once their parent's is done)."""
     res = list(resources)
     todo: list[tuple[list[Queue], dict[str, float]]] = [(top, totals)]
     while todo:

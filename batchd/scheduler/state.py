@@ -14,7 +14,6 @@ is unlimited for it (quota and limit -1, weight 1): as in KAI, it still takes pa
 from __future__ import annotations
 
 from operator import attrgetter
-from typing import Any
 
 from batchd.slurm.gres import SHARD, Charge, shard_card
 
@@ -39,7 +38,6 @@ class Session:
     run_used: dict[str, dict[str, float]]
     budget_over: dict[str, str]
     assoc_leaves: set[str]
-    _assoc_cache: dict[tuple[str, str], Any]  # (account, user) -> its limits (assoclimits.assoc_effective)
 
     def __init__(self, snap: Snapshot, policy: dict, priorities: dict[str, int]):
         self.snap = snap
@@ -105,7 +103,6 @@ class Session:
         # to locals, the cache of _job_request looked up here
         req_cache = self._req_cache
         assoc_policies = self.assoc_policies
-        assoc_cache = self._assoc_cache if assoc_policies else {}
         all_jobs = self.jobs
         for spec in snap.jobs:
             j = JobRT(spec, queues[spec.account])
@@ -115,8 +112,7 @@ class Session:
             if spec.qos in qos_limits:
                 j.qos_max = qos_limits[spec.qos]
             if assoc_policies:
-                ak = (spec.account, j.user)
-                j.assoc = assoc_cache[ak] if ak in assoc_cache else assoc_effective(self, j)
+                j.assoc = assoc_effective(self, j)
             # its request: one result per account, request (`rkey` is interned, job.py, and alive
             # while j is) and, where a per-user limit applies, user
             key = (q, id(j.rkey), j.user if j.qos_max is not None or j.assoc is not None else None)
