@@ -3,7 +3,7 @@
     batchd simulate --config CLUSTER.toml --accounts ACCOUNTS.toml --trace FILE
                     [--format batchd|alibaba] [--teams RULE] [--scale F] [--load X]
                     [--until SECONDS] [--checkpoint SECONDS] [--price PER_GPU_HOUR]
-                    [--policy batchd|static|fifo|kueue | --compare] [--json]
+                    [--policy batchd|static|fifo|kueue | --compare] [--speedup] [--json]
 
 See docs/simulate.md for the trace formats, the team rules and the measures.
 """
@@ -26,6 +26,12 @@ def _s(v: float | None) -> str:
     if v < 7200:
         return f"{v / 60:.1f}m"
     return f"{v / 3600:.1f}h"
+
+
+def _speedup(span_s: float, wall_s: float) -> str:
+    if wall_s <= 0:
+        return "speed-up not measurable (no wall time)"
+    return f"speed-up {span_s / wall_s:,.0f}x real time"
 
 
 def render(m: dict[str, Any], header: list[str]) -> str:
@@ -86,13 +92,16 @@ def render(m: dict[str, Any], header: list[str]) -> str:
 @click.option("--compare", is_flag=True, help="Run every policy on the same trace and cluster, side by side.")
 @click.option("--lending", type=float, default=0.5, show_default=True,
               help="kueue: the share of a team's quota it may lend where the accounts file sets no lending_limit.")
+@click.option("--speedup", is_flag=True,
+              help="Also say how fast virtual time ran: virtual seconds per wall-clock second, per policy (on "
+                   "standard error; with --json, also in each policy's settings).")
 @click.option("--json", "as_json", is_flag=True, help="Print the measures as JSON.")
 @click.option("--html", "as_html", is_flag=True, help="Write one self-contained HTML page with plots (needs -o).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="The file --html writes.")
 def command(config_path: str, accounts_path: str | None, trace_path: str, fmt: str, teams: str | None, seed: int,
             max_duration: float | None, skip_s: float, scale: float, load: float, until: float | None, checkpoint: float,
-            term_exit: float | None, price: float | None, start_at: str | None, policy_name: str, compare: bool, lending: float, as_json: bool, as_html: bool,
-            output: str | None) -> None:
+            term_exit: float | None, price: float | None, start_at: str | None, policy_name: str, compare: bool, lending: float,
+            speedup: bool, as_json: bool, as_html: bool, output: str | None) -> None:
     from batchd.sim import trace as tr
     from batchd.sim.engine import from_files
     from batchd.sim.measures import measure, utilisation_series
@@ -143,6 +152,11 @@ def command(config_path: str, accounts_path: str | None, trace_path: str, fmt: s
         m["settings"] = {"config": config_path, "accounts": accounts_path, "trace": trace_path, "format": fmt,
                          "teams": t.rule, "skipped_rows": t.skipped, "skip_s": skip_s, "scale": scale, "load": load, "seed": seed,
                          "checkpoint_s": checkpoint, "until": until, "wall_s": round(wall, 3)}
+        if speedup:
+            span = m["cluster"]["span_s"] or 0.0
+            m["settings"]["speedup"] = round(span / wall, 1) if wall > 0 else None
+            click.echo(f"batchd simulate: policy {n}: {span / 86400:.2f} virtual days in {wall:.2f} s "
+                       f"({res.cycles} cycles): {_speedup(span, wall)}", err=True)
         results[n] = m
         if as_html:
             waits: dict[str, list[float]] = {}

@@ -133,6 +133,17 @@ def test_the_command(tmp_path):
     text = subprocess.run([BATCHD, "simulate", "--config", CLUSTER, "--accounts",
                            ACCOUNTS, "--trace", str(p)], capture_output=True, text=True, check=True).stdout
     assert "RECLAIM p50" in text and "\nB " in text
+    fast = subprocess.run([BATCHD, "simulate", "--config", CLUSTER, "--accounts", ACCOUNTS, "--trace", str(p),
+                           "--json", "--speedup"], capture_output=True, text=True, check=True)
+    fm = json.loads(fast.stdout)
+    # the trace spans its first submission to its last end: 0 to 1000 s of work, B's 100 s after reclaim
+    span, wall = fm["cluster"]["span_s"], fm["settings"]["wall_s"]
+    assert span == m["cluster"]["span_s"] > 1000
+    # wall_s is rounded to the millisecond, the speed-up computed before that rounding
+    assert span / (wall + 0.0006) <= fm["settings"]["speedup"] <= span / max(wall - 0.0006, 1e-9)
+    assert fast.stderr.startswith(f"batchd simulate: policy batchd: {span / 86400:.2f} virtual days in ")
+    assert "cycles): speed-up " in fast.stderr and fast.stderr.rstrip().endswith("x real time")
+    assert "speedup" not in m["settings"]
     bad = subprocess.run([BATCHD, "simulate", "--config", CLUSTER, "--trace",
                           str(p), "--format", "alibaba"], capture_output=True, text=True)
     assert bad.returncode == 1 and bad.stderr.startswith("batchd simulate: error: --format alibaba needs --teams")
