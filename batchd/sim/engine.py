@@ -57,7 +57,7 @@ from batchd.priority.usage import advance_usage
 from batchd.scheduler import decide, load_snapshot
 from batchd.scheduler.snapshot import load_job
 from batchd.sim.trace import TraceJob
-from batchd.slurm.gres import Charge, parse_node_gpus, whole_cards
+from batchd.slurm.gres import GPU, SHARD, TYPED, Charge, is_profile, parse_node_gpus, whole_cards
 from batchd.slurm.tres import billing, parse_billing_weights
 
 END, GRACE_END, SUBMIT, BEGIN = 0, 1, 2, 3  # the order of events at one instant
@@ -102,6 +102,10 @@ class SimJob:
     prio_until: float = -math.inf  # (once checked there: `prio_checked`)
     prio_checked: bool = False
     fs_key: str = ""              # "account/user": its key in the fair-share factors
+    req_key: str = GPU            # what one task asks for: gres/gpu, gres/gpu:TYPE (a card type or
+    req_n: int = 0                # a MIG profile) or gres/shard, and how many (Simulation.resolve)
+    per_node_n: int = 0           # the most of `req_key` one node offers (a gang beyond it)
+    demand: float = 0.0           # the GPUs (gres/gpu, card shares) it asks for: quotas and measures
 
     def __post_init__(self) -> None:
         self.key = str(self.t.id)
@@ -159,13 +163,23 @@ class Simulation:
         self.nodes = []
         per_node = 0
         capacity = 0
+        # each node's offer in charge keys, and a MIG profile's share of its card, for the
+        # requests of MIG and shard jobs (resolve)
+        self._offers: list[dict[str, float]] = []
+        self._profile_share: dict[str, float] = {}
         for n in cfg.nodes:
             gpus = n.gpus if isinstance(n.gpus, list) else []
             cards = whole_cards(gpus)
             per_node = max(per_node, cards)
-            capacity += len(parse_node_gpus(gpus).cards)
+            inv = parse_node_gpus(gpus, cfg.shard_per_gpu * cards)
+            capacity += len(inv.cards)
+            self._offers.append(inv.capacity())
+            for c in inv.cards:
+                for m in c.mig:
+                    self._profile_share.setdefault(m.profile, m.share)
             self.nodes.append({"name": n.name, "cpus": n.cpus, "memory_mb": n.memory_mb, "state": "IDLE",
                                "gpus": gpus, "shards": cfg.shard_per_gpu * cards})
+        self.shard_per_gpu = cfg.shard_per_gpu
         self.per_node = max(per_node, 1)
         self.capacity = float(capacity)
         self.qos = {q.name: q for q in cfg.qos}
@@ -187,7 +201,8 @@ class Simulation:
         self._prios: dict[str, int] = {}
         self._last_loaded: Any = None  # the last cycle's Snapshot (its parsed jobs are reused)
         self._jobs: dict[int, SimJob] = {}  # the run's jobs by id
-        self._pend_gpus: dict[str, int] = {}  # team -> GPUs its pending jobs ask for (_pend_add)
+        self._pend_gpus: dict[str, int] = {}  # team -> GPUs its pending jobs of whole cards ask for (_pend_add)
+        self._pend_parts = 0  # pending jobs that ask for a share of a card (MIG, shards)
         # GrpTRESMins budgets: account -> (its TRES-minute limits, its period, the accounts of
         # its subtree); counted every `[scheduler] budget_recount_s` as the controller does
         self.budgets: dict[str, tuple[dict[str, float], str, set[str]]] = {}
@@ -229,12 +244,45 @@ class Simulation:
             self.gpu_cap[a["name"]] = cap
 
     # ------------------------------------------------------------------ snapshot
+    def resolve(self, j: SimJob) -> None:
+        """Set what `j` asks for (`req_key`, `req_n`, `per_node_n`, `demand`) and whether it
+        can never start (`never`: more GPUs than its account's limits, or a request no node
+        of the cluster offers). Whole cards: its `gpus`. Its `gres`: MIG instances count
+        their card's share (batchd.slurm.gres), shards one card's `shard_per_gpu`-th each,
+        typed cards one each. A share of a card (`gpu_fraction`) is that share of a card's
+        shards where the cluster has shards, else a whole card."""
+        t = j.t
+        if t.gres:
+            from batchd.sim.trace import split_gres
+
+            name, typ, n = split_gres(t.gres)
+            key = SHARD if name == "shard" else (TYPED + typ if typ else GPU)
+        elif t.gpu_fraction < 1.0 and self.shard_per_gpu > 0:
+            key, n = SHARD, max(1, math.ceil(t.gpu_fraction * self.shard_per_gpu - 1e-9))
+        else:
+            key, n = GPU, t.gpus
+        j.req_key, j.req_n = key, n
+        if key == GPU:
+            j.per_node_n, j.demand, fits = self.per_node, float(n), True
+        else:
+            j.per_node_n = int(max((o.get(key, 0.0) for o in self._offers), default=0.0))
+            whole = key.startswith(TYPED) and not is_profile(key[len(TYPED):])
+            # whole cards of a type may be a gang over nodes; instances and shards are one node's
+            fits = (sum(o.get(key, 0.0) for o in self._offers) if whole else j.per_node_n) >= n > 0
+            if key == SHARD:
+                j.demand = n / self.shard_per_gpu if self.shard_per_gpu else 0.0
+            elif whole:
+                j.demand = float(n)
+            else:
+                j.demand = n * self._profile_share.get(key[len(TYPED):], 1.0)
+        j.never = not fits or j.demand > self.gpu_cap.get(j.account, self.capacity) + 1e-9
+
     def _request(self, j: SimJob) -> dict[str, Any]:
-        g = j.t.gpus
-        if g <= self.per_node:
-            return {"tasks": 1, "nodes": None, "per_task": {"gres/gpu": g, "cpu": 1}}
+        g, key = j.req_n, j.req_key
+        if g <= j.per_node_n or key == SHARD or (key != GPU and is_profile(key[len(TYPED):])):
+            return {"tasks": 1, "nodes": None, "per_task": {key: g, "cpu": 1}}
         # more than a node holds: one task a GPU on as few nodes as can hold them, a gang
-        return {"tasks": g, "nodes": math.ceil(g / self.per_node), "per_task": {"gres/gpu": 1, "cpu": 1}}
+        return {"tasks": g, "nodes": math.ceil(g / max(j.per_node_n, 1)), "per_task": {key: 1, "cpu": 1}}
 
     def qos_of(self, j: SimJob) -> str | None:
         """The job's QOS: the trace's, else its account's default, else `normal` where the
@@ -289,7 +337,7 @@ class Simulation:
         for t in trace:
             team = t.team if t.team in known else (self.default_account or "default")
             j = jobs[t.id] = SimJob(t, self.account_of.get(team, team), team)
-            j.never = t.gpus > self.gpu_cap.get(j.account, self.capacity) + 1e-9
+            self.resolve(j)
         events: list[tuple[float, int, int, int, int]] = []  # (time, kind, order, job, run_seq)
         order = 0
         for t in trace:
@@ -300,6 +348,7 @@ class Simulation:
         self._jobs = jobs
         self._prios = {}
         self._pend_gpus = {}
+        self._pend_parts = 0
         self._active: list[int] = []  # the ids of the jobs pending or running, in order
         usage: dict[str, float] = {}
         ended_runs: list[UsageCharge] = []
@@ -453,7 +502,7 @@ class Simulation:
             self._pend_add(j, -1)
             ch = Charge.from_json(st["charge"])
             j.state, j.start, j.alloc, j.charge = "RUNNING", now, st["allocation"], ch.record()
-            j.gpu_share = float(ch.tres.get("gres/gpu", j.t.gpus))
+            j.gpu_share = float(ch.tres.get("gres/gpu", j.demand))
             j.bill = billing(self.weights, ch.tres, parts=ch.billing_parts())
             j.tres = dict(ch.tres)
             j.preemptor = False
@@ -521,14 +570,18 @@ class Simulation:
     def _pend_add(self, j: SimJob, sign: int) -> None:
         """Count a job joining (+1) or leaving (-1) the pending set in its team's GPUs asked
         (a job that can never start asks for nothing the design could give)."""
-        if not j.never:
-            self._pend_gpus[j.team] = self._pend_gpus.get(j.team, 0) + sign * j.t.gpus
+        if j.never:
+            return
+        if j.demand.is_integer():
+            self._pend_gpus[j.team] = self._pend_gpus.get(j.team, 0) + sign * int(j.demand)
+        else:
+            self._pend_parts += sign  # a share of a card: summed job by job (_sample)
 
     def _sample(self, now: float, pending: dict[int, SimJob], running: dict[int, SimJob]) -> Sample:
         alloc: dict[str, float] = {}
         for j in running.values():
             alloc[j.team] = alloc.get(j.team, 0.0) + j.gpu_share
-        if all(v.is_integer() for v in alloc.values()):
+        if not self._pend_parts and all(v.is_integer() for v in alloc.values()):
             # whole cards: the pending jobs' (whole) GPUs added at once are the same sum as
             # added job by job
             demand = dict(alloc)
@@ -539,7 +592,7 @@ class Simulation:
         demand = dict(alloc)
         for j in pending.values():
             if not j.never:  # a job that can never start asks for nothing the design could give
-                demand[j.team] = demand.get(j.team, 0.0) + j.t.gpus
+                demand[j.team] = demand.get(j.team, 0.0) + j.demand
         return Sample(now, alloc, demand)
 
 

@@ -123,7 +123,7 @@ def measure(res: Result, price_per_gpu_hour: float | None = None, start_epoch: f
         if j.first_start is None or j.team not in quota or not by_time:
             continue
         before = by_time[idx].alloc if by_time[idx].t < j.t.submit_s else {}
-        if before.get(j.team, 0.0) + j.t.gpus <= quota[j.team] + 1e-9 and j.first_start > j.t.submit_s:
+        if before.get(j.team, 0.0) + j.demand <= quota[j.team] + 1e-9 and j.first_start > j.t.submit_s:
             reclaim[j.team].append(j.first_start - j.t.submit_s)
     shares = []
     for t in teams:

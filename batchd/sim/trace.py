@@ -9,11 +9,16 @@ columns; only `submit_s`, `duration_s` and `gpus` are required:
 
 `gpus` is a count of whole cards (a fraction rounds up). `checkpoint_s` is how often the
 job saves its work (0 or empty: never; a preempted job then starts again from the start).
+An optional `gres` column asks as sbatch's `--gres` does, for one node: `gpu:1g.24gb:2` (two
+MIG instances of that profile), `shard:4` (four shards), `gpu:h200:2` (two whole cards of
+that type) or `gpu:2`; where it is set, `gpus` may be left empty and is not read.
 
 The Alibaba `cluster-trace-gpu-v2023` job file (`alibaba_openb_2023_jobs.csv`): each pod
 that asks for a GPU and started becomes a job (the others are left out and counted), its
-`gpus` the pod's `num_gpu` (a share of one card, `gpu_milli` < 1000, is a whole card: the
-example clusters offer no shards), its duration the pod's. The trace has no user or team:
+`gpus` the pod's `num_gpu`, its duration the pod's. A pod that asks for a share of one
+card (`gpu_milli` < 1000) keeps that share (`gpu_fraction`): on a cluster with shards
+(`shard_per_gpu`) it asks for that share of a card's shards, rounded up; elsewhere (the
+example clusters) for a whole card. The trace has no user or team:
 `teams` assigns them, by an explicit rule the output names:
 
 - `qos`: by the pod's QoS class, a mapping such as `LS=serving,BE=training,*=notebooks`.
@@ -23,8 +28,9 @@ example clusters offer no shards), its duration the pod's. The trace has no user
 batchd's own history: `sacct --json` output (Slurm's dbv0.0.38 shape, batchd's or a real
 Slurm's: `sacct -a -X --json -S 2026-11-01 -E 2026-12-01 > month.json`): each run that
 started and ended is a job of its account and user, submitted at its submission time, for
-its elapsed time (end − start), with the GPUs of its allocated TRES (`gres/gpu`, else the
-requested), its QOS and time limit; a job still pending or running is left out and counted.
+its elapsed time (end − start), with the GPUs of its allocated TRES (else the requested):
+MIG instances (`gres/gpu:PROFILE`) and shards (`gres/shard`) as such, else `gres/gpu` as
+whole cards; its QOS and time limit; a job still pending or running is left out and counted.
 
 Times can be compressed (`scale`: every time divided by it) and arrivals thinned or
 repeated (`load`: 0.5 keeps every second job in a seeded draw, 2 adds each job twice,
@@ -52,6 +58,8 @@ class TraceJob:
     time_limit_s: float | None = None
     checkpoint_s: float = 0.0
     name: str = ""
+    gres: str = ""                # "gpu:PROFILE:N", "shard:N", "gpu:TYPE:N" (one node's); "": `gpus` cards
+    gpu_fraction: float = 1.0     # a share of one card (Alibaba's gpu_milli / 1000): shards where offered
 
 
 @dataclass
@@ -60,6 +68,21 @@ class Trace:
     source: str
     rule: str  # how teams were assigned, said in the output
     skipped: int = 0  # rows left out (no GPU, never started)
+
+
+def split_gres(text: str) -> tuple[str, str | None, int]:
+    """(name, type, count) of a trace's `gres`: one `gpu[:TYPE][:N]` or `shard[:N]` item, N
+    at least 1 (ValueError otherwise)."""
+    from batchd.slurm.jobopts import OptionError, parse_gres
+
+    try:
+        items = parse_gres(text.strip())
+    except OptionError:
+        items = []
+    if len(items) != 1 or items[0]["name"] not in ("gpu", "shard") or int(items[0]["count"]) < 1 \
+            or (items[0]["name"] == "shard" and items[0]["type"]):
+        raise ValueError(f"gres: {text!r}: expected one gpu[:TYPE][:COUNT] or shard[:COUNT], COUNT at least 1")
+    return str(items[0]["name"]), items[0]["type"], int(items[0]["count"])
 
 
 def _num(row: dict[str, str], key: str, where: str, default: float | None = None) -> float | None:
@@ -87,15 +110,23 @@ def read_csv(path: str | Path, default_team: str = "default") -> Trace:
             where = f"{path}:{i}"
             submit = _num(row, "submit_s", where)
             duration = _num(row, "duration_s", where)
-            gpus = _num(row, "gpus", where)
+            gres = (row.get("gres") or "").strip()
+            if gres:
+                try:
+                    name, _type, count = split_gres(gres)
+                except ValueError as e:
+                    raise ValueError(f"{where}: {e}") from None
+                gpus: float | None = count if name == "gpu" else 1
+            else:
+                gpus = _num(row, "gpus", where)
             if submit is None or duration is None or gpus is None:
-                raise ValueError(f"{where}: submit_s, duration_s and gpus are required")
+                raise ValueError(f"{where}: submit_s, duration_s and gpus (or gres) are required")
             team = (row.get("team") or "").strip() or default_team
             jobs.append(TraceJob(
                 id=len(jobs) + 1, submit_s=submit, duration_s=duration, gpus=int(math.ceil(gpus)), team=team,
                 user=(row.get("user") or "").strip() or f"{team}-user", qos=(row.get("qos") or "").strip() or None,
                 time_limit_s=_num(row, "time_limit_s", where), checkpoint_s=_num(row, "checkpoint_s", where, 0.0) or 0.0,
-                name=(row.get("id") or "").strip()))
+                name=(row.get("id") or "").strip(), gres=gres))
     jobs.sort(key=lambda j: (j.submit_s, j.id))
     return Trace(renumber(jobs), str(path), "the trace's team column")
 
@@ -123,11 +154,13 @@ def read_sacct_json(path: str | Path) -> Trace:
             skipped += 1
             continue
         tres = r.get("tres") or {}
+        gres = _gres_parts(tres.get("allocated")) or _gres_parts(tres.get("requested"))
         gpus = _gres_gpus(tres.get("allocated")) or _gres_gpus(tres.get("requested"))
         limit = t.get("limit")
         account = str(r.get("account") or "default")
         jobs.append(TraceJob(id=0, submit_s=float(submit or start), duration_s=float(end - start),
-                             gpus=int(math.ceil(gpus)), team=account, user=str(r.get("user") or f"{account}-user"),
+                             gpus=1 if gres else int(math.ceil(gpus)), gres=gres, team=account,
+                             user=str(r.get("user") or f"{account}-user"),
                              qos=r.get("qos") or None,
                              time_limit_s=float(limit) * 60 if isinstance(limit, int | float) and limit > 0 else None,
                              name=str(r.get("job_id") or "")))
@@ -141,6 +174,21 @@ def _gres_gpus(items: object) -> float:
         return 0.0
     return sum(float(x.get("count") or 0) for x in items
                if isinstance(x, dict) and x.get("type") == "gres" and x.get("name") == "gpu")
+
+
+def _gres_parts(items: object) -> str:
+    """A dbv0.0.38 TRES list's MIG instances or shards as a trace's `gres` (`gpu:1g.24gb:1`,
+    `shard:2`); "" where it holds whole cards only (or several kinds, which one job's
+    `--gres` cannot ask for)."""
+    from batchd.slurm.gres import is_profile
+
+    if not isinstance(items, list):
+        return ""
+    parts = [(str(x.get("name")), int(x.get("count") or 0)) for x in items
+             if isinstance(x, dict) and x.get("type") == "gres"]
+    mine = [f"gpu:{n[4:]}:{c}" for n, c in parts if n.startswith("gpu:") and is_profile(n[4:]) and c > 0]
+    mine += [f"shard:{c}" for n, c in parts if n == "shard" and c > 0]
+    return mine[0] if len(mine) == 1 else ""
 
 
 def _weights(spec: str) -> list[tuple[str, float]]:
@@ -207,8 +255,10 @@ def read_alibaba(path: str | Path, teams: str, seed: int = 1, max_duration_s: fl
                         break
                     x -= w
             user = f"{team}-u{int(_hash01('user:' + name, seed) * 4)}"
+            milli = _num(row, "gpu_milli", f"{path}: {name}", 1000.0) or 1000.0
             jobs.append(TraceJob(id=0, submit_s=float(row["submit_time_s"]), duration_s=duration, gpus=gpus,
-                                 team=team, user=user, name=name))
+                                 team=team, user=user, name=name,
+                                 gpu_fraction=milli / 1000.0 if gpus == 1 and 0 < milli < 1000 else 1.0))
     jobs.sort(key=lambda j: (j.submit_s, j.name))
     rule = f"teams by {'QoS class' if kind == 'qos' else f'a hash of the pod name (seed {seed}) weighted'} {spec}"
     return Trace(renumber(jobs), str(path), rule, skipped)

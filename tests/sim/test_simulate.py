@@ -27,8 +27,8 @@ def job(i, submit, duration, gpus, team, user, **kw):
     return TraceJob(id=i, submit_s=submit, duration_s=duration, gpus=gpus, team=team, user=user, **kw)
 
 
-def run(trace, **kw):
-    sim = from_files(CLUSTER, ACCOUNTS, trace, **kw)
+def run(trace, cluster=CLUSTER, **kw):
+    sim = from_files(cluster, ACCOUNTS, trace, **kw)
     res = sim.run(trace)
     return res, {j.t.id: j for j in res.jobs}, measure(res)
 
@@ -363,3 +363,75 @@ def test_a_budget_holds_new_starts_once_used_up(tmp_path):
     assert held[1].first_start == 0 and held[2].first_start == 3600  # 60 minutes used at 3600: under 90
     assert held[3].state == "PENDING" and held[3].first_start is None
     assert out[200][3].first_start == 6000 and out[200][3].state == "COMPLETED"
+
+
+MIG_CLUSTER = str(FIX / "cluster-mig.toml")
+
+
+def test_mig_instances_count_their_card_share_and_wait_for_an_instance_of_their_profile():
+    trace = [job(1, 0, 100, 1, "A", "alice", gres="gpu:1g.24gb:4"),   # every 1g.24gb there is
+             job(2, 0, 50, 1, "A", "alice", gres="gpu:1g.24gb:1"),    # none left: waits for job 1
+             job(3, 0, 100, 1, "B", "bob", gres="gpu:3g.71gb:2"),     # 2 x 3/7 of the H200
+             job(4, 0, 10, 1, "B", "bob", gres="gpu:1g.18gb:2")]      # the cluster has one such instance
+    res, jobs, m = run(trace, cluster=MIG_CLUSTER)
+    assert [(j.req_key, j.req_n, j.demand) for j in jobs.values()] == [
+        ("gres/gpu:1g.24gb", 4, 1.0), ("gres/gpu:1g.24gb", 1, 0.25), ("gres/gpu:3g.71gb", 2, 6 / 7),
+        ("gres/gpu:1g.18gb", 2, 2 / 7)]
+    assert jobs[1].runs == [(0, 100, 1.0)] and jobs[3].runs == [(0, 100, pytest.approx(6 / 7))]
+    assert jobs[2].runs == [(100, 150, 0.25)] and jobs[2].first_start - jobs[2].t.submit_s == 100
+    assert jobs[4].never and jobs[4].runs == [] and m["teams"]["B"]["never_runnable"] == 1
+    assert m["teams"]["A"]["gpu_hours"] == round((100 * 1.0 + 50 * 0.25) / 3600, 3)
+    assert m["teams"]["B"]["gpu_hours"] == round(100 * 6 / 7 / 3600, 3)
+    # utilisation: card shares over the 4 cards (two split in instances, two whole), 150 s
+    assert m["cluster"]["utilisation"] == round((100 + 12.5 + 100 * 6 / 7) / (4 * 150), 4)
+
+
+def test_shards_and_a_share_of_a_card_on_a_cluster_with_shards_and_without():
+    trace = [job(1, 0, 100, 1, "A", "alice", gres="shard:4"),          # a whole card's 4 shards
+             job(2, 0, 100, 1, "A", "alice", gpu_fraction=0.3),        # 0.3 of a card: 2 of its 4 shards
+             job(3, 0, 50, 1, "B", "bob", gres="shard:2"),             # the last 2 of the 8
+             job(4, 10, 30, 1, "B", "bob", gres="shard:1")]            # waits for job 3's
+    res, jobs, m = run(trace, cluster=MIG_CLUSTER)
+    assert [(j.req_key, j.req_n, j.demand) for j in jobs.values()] == [
+        ("gres/shard", 4, 1.0), ("gres/shard", 2, 0.5), ("gres/shard", 2, 0.5), ("gres/shard", 1, 0.25)]
+    assert [j.runs for j in jobs.values()] == [[(0, 100, 1.0)], [(0, 100, 0.5)], [(0, 50, 0.5)], [(50, 80, 0.25)]]
+    assert jobs[4].first_start - jobs[4].t.submit_s == 40 and m["teams"]["B"]["wait_s"]["p90"] == 40
+    assert m["teams"]["A"]["gpu_hours"] == round(150 / 3600, 3) and m["teams"]["B"]["gpu_hours"] == round(32.5 / 3600, 3)
+    # the 4-card cluster of whole T4s offers no shards: the share is a whole card, a shard job never runs
+    res, jobs, m = run(trace)
+    assert (jobs[2].req_key, jobs[2].req_n, jobs[2].runs) == ("gres/gpu", 1, [(0, 100, 1.0)])
+    assert [jobs[i].never for i in (1, 3, 4)] == [True, True, True] and m["teams"]["A"]["never_runnable"] == 1
+
+
+def test_mig_and_shard_requests_in_the_trace_files(tmp_path):
+    from batchd.sim.trace import read_sacct_json
+
+    p = tmp_path / "t.csv"
+    p.write_text("submit_s,duration_s,gpus,team,user,gres\n0,100,,A,alice,gpu:1g.24gb:2\n5,60,,B,bob,shard:3\n"
+                 "9,30,2,B,bob,\n")
+    t = read_csv(p)
+    assert [(j.gres, j.gpus) for j in t.jobs] == [("gpu:1g.24gb:2", 2), ("shard:3", 1), ("", 2)]
+    for bad, why in (("gpu:1g.24gb:0", "COUNT at least 1"), ("mps:2", "expected one gpu"),
+                     ("gpu:1,shard:2", "expected one gpu"), ("gpu::2", "expected one gpu")):
+        p.write_text(f'submit_s,duration_s,gpus,gres\n0,1,,"{bad}"\n')
+        with pytest.raises(ValueError, match=why):
+            read_csv(p)
+    p.write_text("submit_s,duration_s,gpus,gres\n0,1,,\n")
+    with pytest.raises(ValueError, match=r"gpus \(or gres\) are required"):
+        read_csv(p)
+    # sacct --json: MIG instances and shards as such (batchd's AllocTRES of such jobs), whole cards as cards
+    h = tmp_path / "h.json"
+    rec = {"account": "A", "user": "alice", "state": {"current": "COMPLETED"},
+           "time": {"submission": 5, "start": 10, "end": 110}}
+    h.write_text(json.dumps({"jobs": [
+        {**rec, "job_id": 1, "tres": {"allocated": [{"type": "gres", "name": "gpu", "count": 0},
+                                                    {"type": "gres", "name": "gpu:1g.24gb", "count": 2}]}},
+        {**rec, "job_id": 2, "tres": {"allocated": [{"type": "gres", "name": "shard", "count": 3}]}},
+        {**rec, "job_id": 3, "tres": {"allocated": [{"type": "gres", "name": "gpu", "count": 2},
+                                                    {"type": "gres", "name": "gpu:h200", "count": 2}]}}]}))
+    assert [(j.gres, j.gpus) for j in read_sacct_json(h).jobs] == [("gpu:1g.24gb:2", 1), ("shard:3", 1), ("", 2)]
+    # Alibaba: a pod's share of one card is kept
+    a = tmp_path / "a.csv"
+    a.write_text("job_id,submit_time_s,duration_s,gpus,gpu_milli,qos,start_time_s\np0,0,10,1,460,LS,0\n"
+                 "p1,5,10,1,1000,LS,5\np2,6,10,2,1000,BE,6\n")
+    assert [j.gpu_fraction for j in read_alibaba(a, "qos:*=x").jobs] == [0.46, 1.0, 1.0]
