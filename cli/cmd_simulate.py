@@ -2,7 +2,8 @@
 
     batchd simulate --config CLUSTER.toml --accounts ACCOUNTS.toml --trace FILE
                     [--format batchd|alibaba] [--teams RULE] [--scale F] [--load X]
-                    [--until SECONDS] [--checkpoint SECONDS] [--price PER_GPU_HOUR]
+                    [--until SECONDS] [--checkpoint SECONDS] [--qos-checkpoint QOS=SECONDS,...]
+                    [--price PER_GPU_HOUR]
                     [--policy batchd|static|fifo|kueue | --compare] [--speedup] [--json]
 
 See docs/simulate.md for the trace formats, the team rules and the measures.
@@ -26,6 +27,27 @@ def _s(v: float | None) -> str:
     if v < 7200:
         return f"{v / 60:.1f}m"
     return f"{v / 3600:.1f}h"
+
+
+def _qos_intervals(text: str | None) -> dict[str, float]:
+    """`normal=1800,interactive=0` -> {QOS: seconds}; ValueError on anything else."""
+    out: dict[str, float] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        name, sep, val = part.partition("=")
+        try:
+            secs = float(val) if sep and name.strip() else -1.0
+        except ValueError:
+            secs = -1.0
+        if not (secs >= 0 and secs < float("inf")):
+            raise ValueError(f"--qos-checkpoint: {part.strip()!r}: expected QOS=SECONDS, SECONDS >= 0")
+        out[name.strip()] = secs
+    return out
+
+
+def _per_qos_text(per_qos: dict[str, float]) -> str:
+    return ("; per QOS " + ", ".join(f"{q} {v:g}s" for q, v in sorted(per_qos.items()))) if per_qos else ""
 
 
 def _speedup(span_s: float, wall_s: float) -> str:
@@ -79,6 +101,9 @@ def render(m: dict[str, Any], header: list[str]) -> str:
 @click.option("--until", type=float, default=None, help="Stop at this virtual second (after scaling).")
 @click.option("--checkpoint", type=float, default=0.0, show_default=True,
               help="Seconds between checkpoints of jobs whose trace names none (0: a preempted job starts over).")
+@click.option("--qos-checkpoint", "qos_checkpoint", default=None, metavar="QOS=SECONDS[,...]",
+              help="Seconds between checkpoints of the jobs of a QOS whose trace names none (before "
+                   "--checkpoint; 0: they start over).")
 @click.option("--term-exit", type=float, default=None,
               help="Seconds a preempted job takes to exit after SIGTERM (default: all of its grace time).")
 @click.option("--price", type=float, default=None,
@@ -100,7 +125,7 @@ def render(m: dict[str, Any], header: list[str]) -> str:
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="The file --html writes.")
 def command(config_path: str, accounts_path: str | None, trace_path: str, fmt: str, teams: str | None, seed: int,
             max_duration: float | None, skip_s: float, scale: float, load: float, until: float | None, checkpoint: float,
-            term_exit: float | None, price: float | None, start_at: str | None, policy_name: str, compare: bool, lending: float,
+            qos_checkpoint: str | None, term_exit: float | None, price: float | None, start_at: str | None, policy_name: str, compare: bool, lending: float,
             speedup: bool, as_json: bool, as_html: bool, output: str | None) -> None:
     from batchd.sim import trace as tr
     from batchd.sim.engine import from_files
@@ -133,8 +158,10 @@ def command(config_path: str, accounts_path: str | None, trace_path: str, fmt: s
         if not t.jobs:
             raise ValueError("the trace has no job to replay")
         names = list(POLICIES) if compare else [policy_name]
+        per_qos = _qos_intervals(qos_checkpoint)
         sims = {n: from_files(config_path, accounts_path, t.jobs, checkpoint_s=checkpoint, design=n,
-                              lending_fraction=lending, term_exit_s=term_exit) for n in names}
+                              lending_fraction=lending, term_exit_s=term_exit, qos_checkpoint_s=per_qos)
+                for n in names}
     except (OSError, ValueError) as e:
         click.echo(f"batchd simulate: error: {e}", err=True)
         sys.exit(1)
@@ -151,7 +178,8 @@ def command(config_path: str, accounts_path: str | None, trace_path: str, fmt: s
         m["policy"] = {"name": n, "settings": describe(n, lending)}
         m["settings"] = {"config": config_path, "accounts": accounts_path, "trace": trace_path, "format": fmt,
                          "teams": t.rule, "skipped_rows": t.skipped, "skip_s": skip_s, "scale": scale, "load": load, "seed": seed,
-                         "checkpoint_s": checkpoint, "until": until, "wall_s": round(wall, 3)}
+                         "checkpoint_s": checkpoint, "qos_checkpoint_s": per_qos, "until": until,
+                         "wall_s": round(wall, 3)}
         if speedup:
             span = m["cluster"]["span_s"] or 0.0
             m["settings"]["speedup"] = round(span / wall, 1) if wall > 0 else None
@@ -169,7 +197,7 @@ def command(config_path: str, accounts_path: str | None, trace_path: str, fmt: s
 
         head = (f"trace {trace_path} ({fmt}; {t.rule}; {len(t.jobs)} jobs, {t.skipped} rows left out; scale "
                 f"{scale:g}, load {load:g}); cluster {config_path}; accounts {accounts_path or '(none)'}; "
-                f"checkpoint {checkpoint:g} s")
+                f"checkpoint {checkpoint:g} s{_per_qos_text(per_qos)}")
         with open(output or "", "w") as f:
             f.write(render_html(results, extras, head))
         click.echo(f"batchd simulate: wrote {output}", err=True)
@@ -179,7 +207,7 @@ def command(config_path: str, accounts_path: str | None, trace_path: str, fmt: s
         return
     head = (f"trace {trace_path} ({fmt}; {t.rule}; {len(t.jobs)} jobs, {t.skipped} rows left out; "
             f"scale {scale:g}, load {load:g}); cluster {config_path}; accounts {accounts_path or '(none)'}; "
-            f"checkpoint {checkpoint:g}s")
+            f"checkpoint {checkpoint:g}s{_per_qos_text(per_qos)}")
     out = [head, ""]
     for n, m in results.items():
         out.append(render(m, [f"policy {n}: {m['policy']['settings']} (simulated in {m['settings']['wall_s']:.1f}s)"]))

@@ -163,7 +163,7 @@ _batchd() {
             _batchd_simple "--config --dev --node --log-level --help" ""
             ;;
         simulate)
-            _batchd_simple "--config --accounts --trace --format --teams --seed --max-duration --skip --scale --load --until --checkpoint --term-exit --price --start --policy --compare --lending --speedup --json --html -o --output --help" ""
+            _batchd_simple "--config --accounts --trace --format --teams --seed --max-duration --skip --scale --load --until --checkpoint --qos-checkpoint --term-exit --price --start --policy --compare --lending --speedup --json --html -o --output --help" ""
             ;;
         user)
             if (( COMP_CWORD == 2 )); then

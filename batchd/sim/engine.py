@@ -15,9 +15,9 @@ victims (`after`) is taken by a later cycle, as the controller does.
   `[scheduler] grace_time_s`; or less, `term_exit_s`, for jobs that exit at SIGTERM
   sooner: a `sleep` exits at once), then ends and its job is requeued as the daemon requeues it:
   submitted anew (its age restarts) and held for REQUEUE_HOLD_S (BeginTime). It keeps the work up to
-  its last checkpoint (the job's `checkpoint_s`, else `checkpoint_s` of the run's
-  options; 0 = none, the job starts again from the start). The rest is counted as lost
-  GPU-seconds.
+  its last checkpoint (the job's `checkpoint_s`, else its QOS's in `qos_checkpoint_s`, else
+  `checkpoint_s` of the run's options; 0 = none, the job starts again from the start). The
+  rest is counted as lost GPU-seconds.
 - **Time limits.** A run that would outlast its time limit ends at it (TIMEOUT) and is not
   run again.
 - **Budgets.** An account's GrpTRESMins (`grp_tres_mins`, `budget_period`) is counted as the
@@ -31,7 +31,9 @@ victims (`after`) is taken by a later cycle, as the controller does.
   computed again only when the usage was.
 
 Jobs ask for `gpus` whole cards and one CPU; a job larger than the largest node is a gang
-of one-GPU tasks on as few nodes as can hold them (8 GPUs on 4-GPU nodes: 2 nodes).
+of one-GPU tasks on as few nodes as can hold them (8 GPUs on 4-GPU nodes: 2 nodes). A job
+with a `gres` asks for MIG instances, shards or cards of a type instead, and one with a
+share of a card (`gpu_fraction`) for shards where the cluster has them (`resolve`).
 """
 
 from __future__ import annotations
@@ -137,7 +139,7 @@ class Simulation:
     def __init__(self, cfg: Any, accounts: list[dict[str, Any]], users: list[dict[str, Any]],
                  policy: dict[str, Any] | None = None, checkpoint_s: float = 0.0,
                  design: list[dict[str, Any]] | None = None, account_of: dict[str, str] | None = None,
-                 term_exit_s: float | None = None):
+                 term_exit_s: float | None = None, qos_checkpoint_s: dict[str, float] | None = None):
         """`accounts`/`users`/`policy` are what the scheduler is given; `design` the
         accounts the measures compare with (default `accounts`); `account_of` maps a team
         to the account its jobs are scheduled in (default: the team's own)."""
@@ -147,6 +149,7 @@ class Simulation:
         self.account_of = account_of or {}
         self.users = users
         self.checkpoint_s = checkpoint_s
+        self.qos_checkpoint_s: dict[str, float] = dict(qos_checkpoint_s or {})  # QOS -> its jobs' interval
         self.prices: list[Any] = []  # the design's prices, for the bill (from_files reads them)
         self.term_exit_s = term_exit_s  # how long a victim takes to exit after SIGTERM (None: all its grace time)
         self.policy = {**cfg.scheduler, **cfg.priority, "tres_billing_weights": cfg.tres_billing_weights,
@@ -380,7 +383,7 @@ class Simulation:
                     del self._active[bisect.bisect_left(self._active, jid)]
                 elif kind == GRACE_END and j.state == "RUNNING" and j.run_seq == seq:
                     worked = now - _start(j, now)
-                    ck = j.t.checkpoint_s or self.checkpoint_s
+                    ck = j.t.checkpoint_s or self.qos_checkpoint_s.get(self.qos_of(j) or "", self.checkpoint_s)
                     kept = math.floor(worked / ck) * ck if ck > 0 else 0.0
                     j.lost_gpu_s += (worked - kept) * j.gpu_share
                     j.saved_s += kept
@@ -411,7 +414,8 @@ class Simulation:
         for j in list(running.values()):  # cut at --until: the runs so far count
             self._close_run(j, end, [])
         return Result(list(jobs.values()), samples, self.design, self.capacity, end, cycles, preemptions,
-                      {"policy": self.policy, "checkpoint_s": self.checkpoint_s}, list(self.prices))
+                      {"policy": self.policy, "checkpoint_s": self.checkpoint_s,
+                       "qos_checkpoint_s": dict(self.qos_checkpoint_s)}, list(self.prices))
 
     def _usage_factor(self, j: SimJob) -> float:
         q = self.qos.get(self.qos_of(j) or "")
@@ -608,7 +612,8 @@ def _start(j: SimJob, now: float) -> float:
 
 def from_files(config_path: str, accounts_path: str | None, trace: list[TraceJob],
                policy: dict[str, Any] | None = None, checkpoint_s: float = 0.0, design: str = "batchd",
-               lending_fraction: float = 0.5, term_exit_s: float | None = None) -> Simulation:
+               lending_fraction: float = 0.5, term_exit_s: float | None = None,
+               qos_checkpoint_s: dict[str, float] | None = None) -> Simulation:
     """A Simulation of the cluster of `config_path` (its nodes, partitions, QOS, scheduler,
     priority and billing settings) with the accounts of `accounts_path` (`batchd apply`'s
     file) under the policy `design` (batchd.sim.policies). Each (team, user) of the trace
@@ -622,6 +627,9 @@ def from_files(config_path: str, accounts_path: str | None, trace: list[TraceJob
     from batchd.sim.policies import apply_policy
 
     cfg = load_config(config_path, dev=True)
+    unknown = sorted(set(qos_checkpoint_s or {}) - {q.name for q in cfg.qos})
+    if unknown:
+        raise ValueError(f"--qos-checkpoint: no QOS named {', '.join(unknown)} in {config_path}")
     doc: dict[str, Any] = {}
     if accounts_path:
         with open(accounts_path, "rb") as f:
@@ -647,7 +655,7 @@ def from_files(config_path: str, accounts_path: str | None, trace: list[TraceJob
     sched_accounts, sched_users, sched_policy, account_of = apply_policy(design, accounts, users, base,
                                                                          lending_fraction)
     sim = Simulation(cfg, sched_accounts, sched_users, sched_policy, checkpoint_s, design=accounts,
-                     account_of=account_of, term_exit_s=term_exit_s)
+                     account_of=account_of, term_exit_s=term_exit_s, qos_checkpoint_s=qos_checkpoint_s)
     if doc.get("price") is not None:
         from batchd.accounting.prices import parse_prices
 

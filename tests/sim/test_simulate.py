@@ -71,6 +71,16 @@ def test_a_checkpoint_keeps_the_work_up_to_it():
     # the run's option stands in for a job without its own interval; the job's own wins
     res, jobs, m = run([job(1, 0, 1000, 4, "A", "alice"), job(2, 50, 100, 2, "B", "bob")], checkpoint_s=20)
     assert jobs[1].lost_gpu_s == 0 and jobs[1].runs[1] == (180, 1120, 4.0)
+    # a QOS's interval (the jobs' QOS here: normal, the config's) comes between the two
+    trace = [job(1, 0, 1000, 4, "A", "alice"), job(2, 50, 100, 2, "B", "bob")]
+    res, jobs, m = run(trace, checkpoint_s=20, qos_checkpoint_s={"normal": 25})
+    assert jobs[1].lost_gpu_s == 10 * 4 and jobs[1].runs[1] == (180, 1130, 4.0)
+    res, jobs, m = run(trace, checkpoint_s=20, qos_checkpoint_s={"normal": 0})  # 0: its jobs start over
+    assert jobs[1].lost_gpu_s == 60 * 4 and jobs[1].runs[1] == (180, 1180, 4.0)
+    res, jobs, m = run([job(1, 0, 1000, 4, "A", "alice", checkpoint_s=30), trace[1]], qos_checkpoint_s={"normal": 25})
+    assert jobs[1].lost_gpu_s == 0  # the job's own 30 s: 60 s kept
+    with pytest.raises(ValueError, match="no QOS named gold in"):
+        run(trace, qos_checkpoint_s={"gold": 60})
 
 
 def test_the_requeue_hold_off_is_the_daemons():
@@ -144,6 +154,14 @@ def test_the_command(tmp_path):
     assert fast.stderr.startswith(f"batchd simulate: policy batchd: {span / 86400:.2f} virtual days in ")
     assert "cycles): speed-up " in fast.stderr and fast.stderr.rstrip().endswith("x real time")
     assert "speedup" not in m["settings"]
+    for spec, why in (("normal=-1", "'normal=-1': expected QOS=SECONDS, SECONDS >= 0"),
+                      ("normal", "'normal': expected QOS=SECONDS"), ("gold=60", "no QOS named gold in ")):
+        bad = subprocess.run([BATCHD, "simulate", "--config", CLUSTER, "--trace", str(p), "--qos-checkpoint", spec],
+                             capture_output=True, text=True)
+        assert bad.returncode == 1 and bad.stderr.startswith(f"batchd simulate: error: --qos-checkpoint: {why}")
+    text = subprocess.run([BATCHD, "simulate", "--config", CLUSTER, "--accounts", ACCOUNTS, "--trace", str(p),
+                           "--qos-checkpoint", "normal=5"], capture_output=True, text=True, check=True).stdout
+    assert "checkpoint 0s; per QOS normal 5s" in text.splitlines()[0]
     bad = subprocess.run([BATCHD, "simulate", "--config", CLUSTER, "--trace",
                           str(p), "--format", "alibaba"], capture_output=True, text=True)
     assert bad.returncode == 1 and bad.stderr.startswith("batchd simulate: error: --format alibaba needs --teams")
