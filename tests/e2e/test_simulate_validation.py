@@ -31,7 +31,9 @@ the other order. The daemon notices an end and runs its cycle a fraction of a se
 and those fractions add up along a chain of jobs on a card. Measured: alone, at most 0.9 s;
 beside a unit-test run, 1.45 s; inside the whole suite in CI (three workers on two cores),
 3.6 s at 20 s into the run; on 2026-12-07's slower machine, inside the suite, 10 to 15 s
-(then past 5 s + 20 %), which the reaction term covers. With 300 jobs (from 2026-12-07's
+(then past 5 s + 20 %), which the reaction term is for (measured then from the last end
+anywhere before a start, it fell short and CI failed there; measured per card since, it
+has not been run on such a machine). With 300 jobs (from 2026-12-07's
 third session; 120 before): alone, median 0.63 to 0.79 s and at most 1.36 to 1.78 s off,
 reaction 0.04 s a job; beside three busy loops on the two cores, median 1.59 to 1.64 s, at
 most 3.30 to 3.93 s, reaction 0.09 s (so 37 jobs deep on a card, 3.3 s).
