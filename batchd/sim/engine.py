@@ -234,23 +234,32 @@ class Simulation:
         self._now = 0.0
         by_name = {a["name"]: a for a in accounts}
         self.gpu_cap: dict[str, float] = {}  # account -> the most GPUs its jobs may hold (its path's limits)
+        # account -> the most of a GPU model, MIG profile (gres/gpu:TYPE) or of gres/shard its
+        # jobs may hold, where its path limits them
+        self.res_cap: dict[str, dict[str, float]] = {}
         for a in accounts:
             cap: float = self.capacity
+            caps: dict[str, float] = {}
             cur: dict[str, Any] | None = a
             while cur is not None:
-                r = (cur.get("resources") or {}).get("gres/gpu")
-                if r is not None:
+                for key, r in (cur.get("resources") or {}).items():
                     lim = float(r.get("limit", r.get("quota", -1)))  # an unset limit is the quota
-                    if lim >= 0:
+                    if lim < 0:
+                        continue
+                    if key == GPU:
                         cap = min(cap, lim)
+                    elif key.startswith(TYPED) or key == SHARD:
+                        caps[key] = min(caps.get(key, math.inf), lim)
                 cur = by_name.get(cur.get("parent") or "")
             self.gpu_cap[a["name"]] = cap
+            self.res_cap[a["name"]] = caps
 
     # ------------------------------------------------------------------ snapshot
     def resolve(self, j: SimJob) -> None:
         """Set what `j` asks for (`req_key`, `req_n`, `per_node_n`, `demand`) and whether it
         can never start (`never`: more GPUs than its account's limits, or a request no node
-        of the cluster offers). Whole cards: its `gpus`. Its `gres`: MIG instances count
+        of the cluster offers, or more of a GPU model, MIG profile or shards than its account's
+        limit of them). Whole cards: its `gpus`. Its `gres`: MIG instances count
         their card's share (batchd.slurm.gres), shards one card's `shard_per_gpu`-th each,
         typed cards one each. A share of a card (`gpu_fraction`) is that share of a card's
         shards where the cluster has shards, else a whole card."""
@@ -278,7 +287,8 @@ class Simulation:
                 j.demand = float(n)
             else:
                 j.demand = n * self._profile_share.get(key[len(TYPED):], 1.0)
-        j.never = not fits or j.demand > self.gpu_cap.get(j.account, self.capacity) + 1e-9
+        over = key != GPU and n > self.res_cap.get(j.account, {}).get(key, math.inf) + 1e-9
+        j.never = not fits or over or j.demand > self.gpu_cap.get(j.account, self.capacity) + 1e-9
 
     def _request(self, j: SimJob) -> dict[str, Any]:
         g, key = j.req_n, j.req_key

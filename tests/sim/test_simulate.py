@@ -453,3 +453,17 @@ def test_mig_and_shard_requests_in_the_trace_files(tmp_path):
     a.write_text("job_id,submit_time_s,duration_s,gpus,gpu_milli,qos,start_time_s\np0,0,10,1,460,LS,0\n"
                  "p1,5,10,1,1000,LS,5\np2,6,10,2,1000,BE,6\n")
     assert [j.gpu_fraction for j in read_alibaba(a, "qos:*=x").jobs] == [0.46, 1.0, 1.0]
+
+
+def test_a_request_over_its_accounts_limit_of_a_model_or_profile_never_runs(tmp_path):
+    acc = tmp_path / "acc.toml"
+    acc.write_text('[[account]]\nname = "A"\nusers = ["alice"]\n[account.resources."gres/gpu"]\nquota = 4\n'
+                   'limit = -1\n[account.resources."gres/gpu:1g.24gb"]\nquota = 2\nlimit = 2\n'
+                   '[account.resources."gres/shard"]\nquota = 3\n')  # an unset limit is the quota
+    trace = [job(1, 0, 100, 1, "A", "alice", gres="gpu:1g.24gb:3"), job(2, 0, 100, 1, "A", "alice", gres="gpu:1g.24gb:2"),
+             job(3, 0, 100, 1, "A", "alice", gres="shard:4"), job(4, 0, 100, 1, "A", "alice", gres="shard:3")]
+    res = from_files(MIG_CLUSTER, str(acc), trace).run(trace)
+    jobs = {j.t.id: j for j in res.jobs}
+    assert [(jobs[i].never, [r[:2] for r in jobs[i].runs]) for i in (1, 2, 3, 4)] == [
+        (True, []), (False, [(0, 100)]), (True, []), (False, [(0, 100)])]
+    assert measure(res)["teams"]["A"]["never_runnable"] == 2
