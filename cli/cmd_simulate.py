@@ -12,6 +12,7 @@ See docs/simulate.md for the trace formats, the team rules and the measures.
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from typing import Any
@@ -40,7 +41,7 @@ def _qos_intervals(text: str | None) -> dict[str, float]:
             secs = float(val) if sep and name.strip() else -1.0
         except ValueError:
             secs = -1.0
-        if not (secs >= 0 and secs < float("inf")):
+        if not (secs >= 0 and math.isfinite(secs)):
             raise ValueError(f"--qos-checkpoint: {part.strip()!r}: expected QOS=SECONDS, SECONDS >= 0")
         out[name.strip()] = secs
     return out
@@ -50,10 +51,6 @@ def _per_qos_text(per_qos: dict[str, float]) -> str:
     return ("; per QOS " + ", ".join(f"{q} {v:g}s" for q, v in sorted(per_qos.items()))) if per_qos else ""
 
 
-def _speedup(span_s: float, wall_s: float) -> str:
-    if wall_s <= 0:
-        return "speed-up not measurable (no wall time)"
-    return f"speed-up {span_s / wall_s:,.0f}x real time"
 
 
 def render(m: dict[str, Any], header: list[str]) -> str:
@@ -182,9 +179,11 @@ def command(config_path: str, accounts_path: str | None, trace_path: str, fmt: s
                          "wall_s": round(wall, 3)}
         if speedup:
             span = m["cluster"]["span_s"] or 0.0
-            m["settings"]["speedup"] = round(span / wall, 1) if wall > 0 else None
+            ratio = span / wall if wall > 0 else None
+            m["settings"]["speedup"] = None if ratio is None else round(ratio, 1)
+            said = "speed-up not measurable (no wall time)" if ratio is None else f"speed-up {ratio:,.0f}x real time"
             click.echo(f"batchd simulate: policy {n}: {span / 86400:.2f} virtual days in {wall:.2f} s "
-                       f"({res.cycles} cycles): {_speedup(span, wall)}", err=True)
+                       f"({res.cycles} cycles): {said}", err=True)
         results[n] = m
         if as_html:
             waits: dict[str, list[float]] = {}

@@ -107,6 +107,7 @@ class SimJob:
     req_key: str = GPU            # what one task asks for: gres/gpu, gres/gpu:TYPE (a card type or
     req_n: int = 0                # a MIG profile) or gres/shard, and how many (Simulation.resolve)
     per_node_n: int = 0           # the most of `req_key` one node offers (a gang beyond it)
+    may_gang: bool = True         # whole cards may span nodes; MIG instances and shards are one node's
     demand: float = 0.0           # the GPUs (gres/gpu, card shares) it asks for: quotas and measures
 
     def __post_init__(self) -> None:
@@ -278,8 +279,7 @@ class Simulation:
             j.per_node_n, j.demand, fits = self.per_node, float(n), True
         else:
             j.per_node_n = int(max((o.get(key, 0.0) for o in self._offers), default=0.0))
-            whole = key.startswith(TYPED) and not is_profile(key[len(TYPED):])
-            # whole cards of a type may be a gang over nodes; instances and shards are one node's
+            whole = j.may_gang = key.startswith(TYPED) and not is_profile(key[len(TYPED):])
             fits = (sum(o.get(key, 0.0) for o in self._offers) if whole else j.per_node_n) >= n > 0
             if key == SHARD:
                 j.demand = n / self.shard_per_gpu if self.shard_per_gpu else 0.0
@@ -292,7 +292,7 @@ class Simulation:
 
     def _request(self, j: SimJob) -> dict[str, Any]:
         g, key = j.req_n, j.req_key
-        if g <= j.per_node_n or key == SHARD or (key != GPU and is_profile(key[len(TYPED):])):
+        if g <= j.per_node_n or not j.may_gang:
             return {"tasks": 1, "nodes": None, "per_task": {key: g, "cpu": 1}}
         # more than a node holds: one task a GPU on as few nodes as can hold them, a gang
         return {"tasks": g, "nodes": math.ceil(g / max(j.per_node_n, 1)), "per_task": {key: 1, "cpu": 1}}
