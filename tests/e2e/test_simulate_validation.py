@@ -150,8 +150,8 @@ def test_the_simulator_agrees_with_the_daemon(cluster):
     # its queue is empty, so a card idles only while the daemon reacts), the mean over the
     # cards' chains; a job's start may be late by that much per job before it on its card
     # (8 cards: depth ~ rank / 8). (Measured from the last end anywhere before a start, as
-    # before 2026-12-07's third session, a loaded daemon's stalls were missed: the median of
-    # such gaps was a tenth of the drift seen.)
+    # before 2026-12-07's third session, a loaded daemon's stalls were missed: on the slower
+    # machine that median read under 0.56 s where starts drifted about 2 s a job deep.)
     chains: dict[str, list[int]] = {}
     for jid in ids:  # "gres": {node: [its GPUs' indices]}
         chains.setdefault(json.dumps(views[jid]["gres"], sort_keys=True), []).append(jid)
